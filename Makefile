@@ -1,0 +1,34 @@
+# hpo — two commands on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.hpo-installed
+export MAKEFLAGS := -j2
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: install demo test test-fast lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml requirements/stack.txt requirements/dev.txt patches/horovod-0.28.1.patch scripts/install.sh scripts/install_horovod.sh
+	VENV=$(VENV) PYTHON=$(PYTHON) bash scripts/install.sh
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/hpo tune search_spaces/digits_mlp.yaml
+
+test: install
+	$(BIN)/python -m pytest -q
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow and not gpu and not cluster"
+
+lint: install
+	$(BIN)/ruff check hpo tests benchmarks
+
+bench: install
+	$(BIN)/python benchmarks/overhead.py
+
+clean:
+	rm -rf $(VENV) hpo_runs mlflow.db

@@ -1,0 +1,41 @@
+"""Process environment every hpo process needs before TensorFlow or Ray is imported.
+
+The stack facts behind each variable are in DESIGN.md §3: Horovod's Keras needs Keras 2 (tf-keras),
+Ray's pyarrow floor must be waived for Petastorm, and the start-up noise of TF is silenced.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+
+#: Variables set (if the user has not set them) in the driver and passed to every Ray worker.
+WORKER_ENV: dict[str, str] = {
+    "TF_USE_LEGACY_KERAS": "1",
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+    "TF_ENABLE_ONEDNN_OPTS": "0",
+    "RAY_DISABLE_PYARROW_VERSION_CHECK": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_TRAIN_V2_ENABLED": "0",
+    "RAY_AIR_NEW_OUTPUT": "0",
+    "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning",
+}
+
+
+def apply() -> dict[str, str]:
+    """Sets the hpo defaults in ``os.environ`` without overriding the user's own values.
+
+    Returns:
+        The effective values of the hpo variables, for Ray's ``runtime_env``.
+    """
+    for key, value in WORKER_ENV.items():
+        os.environ.setdefault(key, value)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module="horovod")
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return {key: os.environ[key] for key in WORKER_ENV}
+
+
+apply()

@@ -1,0 +1,1 @@
+"""The ``hpo`` command line (typer)."""

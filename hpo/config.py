@@ -1,0 +1,306 @@
+"""Typed sweep configuration: the only place that reads a sweep YAML file.
+
+Every model is frozen and forbids unknown keys. Validation errors become one-line
+:class:`~hpo.errors.ConfigError` messages of the form ``file: key: problem; fix``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from hpo.errors import ConfigError
+
+_MODEL_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_URL_SCHEMES = ("file://", "s3://", "gs://", "gcs://", "hdfs://", "builtin:")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DataConfig(_Model):
+    """Where the training data is and how to read it."""
+
+    train: str
+    validation: str | None = None
+    validation_fraction: float = Field(default=0.2, gt=0, lt=1)
+    features: str = "features"
+    label: str = "label"
+    task: Literal["classification", "regression"] = "classification"
+
+    @field_validator("train", "validation")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(_URL_SCHEMES):
+            raise ValueError(
+                f"'{value}' is not a dataset URL; use file:///abs/path, s3://bucket/path or builtin:digits"
+            )
+        return value
+
+
+class ObjectiveConfig(_Model):
+    """The metric the sweep optimises."""
+
+    metric: str = "val_accuracy"
+    mode: Literal["max", "min"] = "max"
+
+
+class SearchConfig(_Model):
+    """The search algorithm and its budget."""
+
+    algorithm: Literal["optuna-tpe", "optuna-gp", "random", "grid"] = "optuna-tpe"
+    num_samples: int = Field(default=8, ge=1)
+    max_concurrent: int = Field(default=2, ge=1)
+    seed: int | None = None
+    repeats: int = Field(default=1, ge=1)
+
+
+class SchedulerConfig(_Model):
+    """The early-stopping scheduler (ASHA by default)."""
+
+    type: Literal["asha", "hyperband", "median", "fifo"] = "asha"
+    grace_period: int = Field(default=1, ge=1)
+    reduction_factor: float = Field(default=2.0, gt=1)
+
+
+class EarlyStoppingConfig(_Model):
+    """Keras EarlyStopping inside each trial (best weights are restored)."""
+
+    patience: int = Field(default=3, ge=0)
+    min_delta: float = Field(default=0.0, ge=0)
+
+
+class TrialConfig(_Model):
+    """How one trial runs: workers, resources, epochs, batch and learning-rate rules."""
+
+    workers: int = Field(default=2, ge=1)
+    cpus_per_worker: float = Field(default=1.0, gt=0)
+    gpus_per_worker: float = Field(default=0.0, ge=0)
+    max_epochs: int = Field(default=10, ge=1)
+    batch_size_per_worker: int = Field(default=32, ge=1)
+    lr_scaling: Literal["linear", "sqrt", "none"] = "linear"
+    early_stopping: EarlyStoppingConfig = EarlyStoppingConfig()
+    loss: str | None = None
+    metrics: list[str] | None = None
+    optimizer: str = "adam"
+    learning_rate: float = Field(default=1e-3, gt=0)
+
+    @field_validator("gpus_per_worker")
+    @classmethod
+    def _gpu_fraction(cls, value: float) -> float:
+        if value > 1 and value != int(value):
+            raise ValueError(f"{value} GPUs per worker is neither a fraction nor a whole number; use e.g. 0.5 or 2")
+        return value
+
+
+class TrackingConfig(_Model):
+    """Where results are logged."""
+
+    mlflow_uri: str = "sqlite:///mlflow.db"
+    experiment: str | None = None
+
+
+class ParamSpec(_Model):
+    """One searched parameter."""
+
+    type: Literal["float", "int", "categorical", "grid"]
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = Field(default=None, gt=0)
+    choices: list[Any] | None = None
+    values: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ParamSpec:
+        if self.type in ("float", "int"):
+            if self.low is None or self.high is None:
+                raise ValueError(f"a {self.type} parameter needs low and high; add both")
+            if not self.low < self.high:
+                raise ValueError(f"low ({self.low:g}) must be < high ({self.high:g}); swap them")
+            if self.log and self.low <= 0:
+                raise ValueError(f"log scale needs low > 0 (got {self.low:g}); raise low or set log: false")
+            if self.log and self.step is not None:
+                raise ValueError("step and log cannot be combined; drop one of them")
+            if self.type == "int" and (self.low != int(self.low) or self.high != int(self.high)):
+                raise ValueError("an int parameter needs whole-number low and high; round them")
+            if self.choices is not None or self.values is not None:
+                raise ValueError(f"a {self.type} parameter takes low/high, not choices/values; remove them")
+        elif self.type == "categorical":
+            if not self.choices:
+                raise ValueError("a categorical parameter needs a non-empty list under choices; add it")
+        elif not self.values:
+            raise ValueError("a grid parameter needs a non-empty list under values; add it")
+        return self
+
+
+class SweepConfig(_Model):
+    """A whole sweep, as written in a sweep file (see DESIGN.md §2)."""
+
+    name: str
+    model: str
+    data: DataConfig
+    objective: ObjectiveConfig = ObjectiveConfig()
+    search: SearchConfig = SearchConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    trial: TrialConfig = TrialConfig()
+    tracking: TrackingConfig = TrackingConfig()
+    space: dict[str, ParamSpec] = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"'{value}' is not a valid sweep name; use letters, digits, '-', '_' or '.'")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_ref(cls, value: str) -> str:
+        if not _MODEL_REF.match(value):
+            raise ValueError(f"'{value}' is not 'package.module:function'; write e.g. hpo.models.mlp:build")
+        return value
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> SweepConfig:
+        grid = [k for k, p in self.space.items() if p.type == "grid"]
+        if grid and self.search.algorithm.startswith("optuna"):
+            raise _KeyedError(
+                f"space.{grid[0]}",
+                f"grid parameters cannot be used with {self.search.algorithm}; "
+                "use search.algorithm: grid or random, or make it categorical",
+            )
+        metric = self.objective.metric
+        known = {"loss", *(self.trial.metrics or default_metrics(self.data.task))}
+        base = metric[4:] if metric.startswith("val_") else metric
+        if base not in known:
+            raise _KeyedError(
+                "objective.metric",
+                f"'{metric}' is not logged by the trial (known: "
+                f"{', '.join(sorted('val_' + k for k in known))}); pick one or add it to trial.metrics",
+            )
+        return self
+
+    @property
+    def global_batch_size(self) -> int:
+        """The batch size summed over all workers of a trial."""
+        return self.trial.batch_size_per_worker * self.trial.workers
+
+    @property
+    def loss(self) -> str:
+        """The Keras loss name, defaulted by task."""
+        if self.trial.loss:
+            return self.trial.loss
+        return "sparse_categorical_crossentropy" if self.data.task == "classification" else "mse"
+
+    @property
+    def metrics(self) -> list[str]:
+        """The Keras metric names, defaulted by task."""
+        return list(self.trial.metrics or default_metrics(self.data.task))
+
+
+class _KeyedError(ValueError):
+    """A cross-field error that knows which key it is about."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def default_metrics(task: str) -> list[str]:
+    """Returns the metrics a trial logs when the sweep file names none."""
+    return ["accuracy"] if task == "classification" else ["mae"]
+
+
+def _key(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(top level)"
+
+
+def _format(source: str, err: dict[str, Any]) -> str:
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "list["))))
+    key = _key(loc)
+    kind = err["type"]
+    ctx_error = (err.get("ctx") or {}).get("error")
+    if isinstance(ctx_error, _KeyedError):
+        return f"{source}: {ctx_error.key}: {ctx_error}"
+    if kind == "extra_forbidden":
+        return f"{source}: {key}: unknown key; remove it or check its spelling"
+    if kind == "missing":
+        return f"{source}: {key}: required key is missing; add it"
+    if kind == "literal_error":
+        expected = err["ctx"]["expected"]
+        return f"{source}: {key}: {err['input']!r} is not allowed; use one of {expected}"
+    if kind == "value_error":
+        return f"{source}: {key}: {err['msg'].removeprefix('Value error, ')}"
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        return f"{source}: {key}: {err['input']!r} is out of range ({err['msg'].lower()}); change it"
+    if kind == "too_short":
+        return f"{source}: {key}: must not be empty; add at least one entry"
+    return f"{source}: {key}: {err['msg'].lower()} (got {err.get('input')!r}); fix the value"
+
+
+def parse_sweep(data: Any, source: str = "<sweep>") -> SweepConfig:
+    """Validates a sweep given as a mapping.
+
+    Args:
+        data: The parsed YAML document.
+        source: The file name to put in error messages.
+
+    Returns:
+        The validated configuration.
+
+    Raises:
+        ConfigError: On any problem, with a one-line message.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: (top level): expected a mapping of keys, got {type(data).__name__}; "
+                          "start from search_spaces/digits_mlp.yaml")
+    try:
+        return SweepConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format(source, exc.errors()[0])) from None
+
+
+def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None) -> SweepConfig:
+    """Reads and validates a sweep file.
+
+    Args:
+        path: Path of the YAML sweep file.
+        overrides: Dotted keys to replace before validation, e.g. ``{"search.num_samples": 4}``.
+
+    Returns:
+        The validated configuration.
+
+    Raises:
+        ConfigError: If the file is missing, is not YAML, or does not validate.
+    """
+    path = Path(path)
+    source = str(path)
+    if not path.is_file():
+        raise ConfigError(f"{source}: (file): no such file; check the path")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "(file)"
+        raise ConfigError(f"{source}: {where}: not valid YAML ({getattr(exc, 'problem', exc)}); fix the syntax") from None
+    if isinstance(data, dict):
+        for dotted, value in (overrides or {}).items():
+            apply_override(data, dotted, value)
+    return parse_sweep(data, source)
+
+
+def apply_override(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """Sets ``data[a][b] = value`` for ``dotted == "a.b"``, creating mappings on the way."""
+    *parents, last = dotted.split(".")
+    node = data
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+

@@ -1,0 +1,1 @@
+"""Built-in example model builders (``model: hpo.models.mlp:build``)."""

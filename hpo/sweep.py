@@ -1,0 +1,296 @@
+"""A sweep: sweep file → data → Ray Tune ``Tuner`` over Horovod trials → MLflow + ``summary.json``."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hpo._env as _env
+from hpo.config import SweepConfig
+from hpo.data import DatasetInfo, builtin_digits, describe, path_to_url, url_to_path, write_dataset
+from hpo.errors import ConfigError, SweepAborted
+from hpo.trial.spec import TrialSpec, resolve_model
+
+DEFAULT_STORAGE = "hpo_runs"
+
+
+@dataclass
+class TuneResult:
+    """What a finished sweep returns (and what ``summary.json`` holds).
+
+    Attributes:
+        name: Sweep name.
+        best_params: Parameters of the best trial.
+        best_metric: Its objective value (best epoch, whose weights EarlyStopping restores).
+        best_trial_id: Its Tune trial id.
+        trials: One row per trial: trial_id, status, epochs, metric, stopped_early, mlflow_run_id, params.
+        summary_path: Path of ``summary.json``.
+        summary: The summary as written.
+    """
+
+    name: str
+    best_params: dict[str, Any]
+    best_metric: float | None
+    best_trial_id: str | None
+    trials: Any
+    summary_path: Path
+    summary: dict[str, Any] = field(repr=False)
+
+
+def resolve_data(config: SweepConfig, storage: Path, source: str) -> tuple[DatasetInfo, DatasetInfo]:
+    """Materialises built-in data, splits off validation if needed, and checks both datasets.
+
+    Raises:
+        ConfigError: For a missing path, missing columns or an unusable dataset.
+    """
+    d = config.data
+    data_root = storage / "_data"
+    if d.train.startswith("builtin:"):
+        if d.train != "builtin:digits":
+            raise ConfigError(f"{source}: data.train: unknown built-in dataset '{d.train}'; use builtin:digits")
+        train_url, val_url = builtin_digits(data_root, d.validation_fraction, config.search.seed or 0)
+    elif d.validation:
+        train_url, val_url = d.train, d.validation
+    else:
+        describe(d.train, features=d.features, label=d.label, task=d.task, source=source)
+        train_url, val_url = _split(config, data_root / config.name)
+    kw = {"features": d.features, "label": d.label, "task": d.task, "source": source}
+    train = describe(train_url, **kw)
+    validation = describe(val_url, **kw)
+    if train.feature_dim != validation.feature_dim:
+        raise ConfigError(f"{source}: data.validation: {validation.feature_dim} features, but train has "
+                          f"{train.feature_dim}; use datasets written with the same columns")
+    if train.num_classes is not None and validation.num_classes is not None:
+        classes = max(train.num_classes, validation.num_classes)
+        train = DatasetInfo(**{**train.__dict__, "num_classes": classes})
+    workers = config.trial.workers
+    for info, key in ((train, "data.train"), (validation, "data.validation")):
+        if len(info.row_group_rows) < workers:
+            raise ConfigError(f"{source}: {key}: {len(info.row_group_rows)} row groups cannot be sharded over "
+                              f"{workers} workers; rewrite it with 'hpo data convert' or use fewer workers")
+    return train, validation
+
+
+def _split(config: SweepConfig, dest: Path) -> tuple[str, str]:
+    """Splits a user dataset without a validation set into train/validation datasets (seeded)."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    d = config.data
+    table = pq.read_table(url_to_path(d.train), columns=[d.features, d.label])
+    x = np.asarray(table.column(d.features).to_pylist(), dtype=np.float32)
+    y = table.column(d.label).to_numpy()
+    order = np.random.default_rng(config.search.seed or 0).permutation(len(y))
+    n_val = max(1, int(round(len(y) * d.validation_fraction)))
+    train_url, val_url = path_to_url(dest / "train"), path_to_url(dest / "validation")
+    kw = {"features_column": d.features, "label_column": d.label}
+    write_dataset(x[order[n_val:]], y[order[n_val:]], train_url, row_ids=order[n_val:], **kw)
+    write_dataset(x[order[:n_val]], y[order[:n_val]], val_url, row_ids=order[:n_val], **kw)
+    return train_url, val_url
+
+
+def preflight(config: SweepConfig, storage: Path, source: str) -> TrialSpec:
+    """Every check that can fail on user input, before Ray starts: data, model import."""
+    train, validation = resolve_data(config, storage, source)
+    resolve_model(config.model, source)
+    return TrialSpec.from_config(config, train, validation)
+
+
+def start_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
+    """Starts (or connects to) Ray quietly; returns True if this call started it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    env = _env.apply()
+    path = os.pathsep.join(p for p in [os.getcwd(), os.environ.get("PYTHONPATH", "")] if p)
+    kwargs: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": bool(os.environ.get("HPO_DEBUG")),
+        "logging_level": "ERROR",
+        "runtime_env": {"env_vars": {**env, "PYTHONPATH": path}},
+    }
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(address="local", num_cpus=num_cpus, **kwargs)
+    return True
+
+
+def _best(values: list[float], mode: str) -> float | None:
+    finite = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    if not finite:
+        return None
+    return max(finite) if mode == "max" else min(finite)
+
+
+def _trial_rows(results: Any, config: SweepConfig, run_ids: dict[str, str]) -> list[dict[str, Any]]:
+    metric, mode = config.objective.metric, config.objective.mode
+    rows = []
+    for result in results:
+        trial_id = result.metrics.get("trial_id") if result.metrics else None
+        trial_id = trial_id or Path(result.path).name
+        history = result.metrics_dataframe
+        values = list(history[metric]) if history is not None and metric in history else []
+        last = result.metrics or {}
+        epochs = int(last.get("epoch", 0) or 0)
+        if result.error is not None:
+            status = "failed"
+        elif last.get("trial_finished"):
+            status = "completed"
+        else:
+            status = "stopped_early"
+        row = {
+            "trial_id": trial_id,
+            "params": {k: v for k, v in (result.config or {}).items()},
+            "status": status,
+            "epochs": epochs,
+            "metric": _best(values, mode),
+            "stopped_early": status == "stopped_early",
+            "mlflow_run_id": run_ids.get(trial_id),
+        }
+        if result.error is not None:
+            row["error"] = str(result.error).strip().splitlines()[-1][:500]
+        rows.append(row)
+    return sorted(rows, key=lambda r: r["trial_id"])
+
+
+def run_sweep(
+    config: SweepConfig,
+    *,
+    source: str = "<sweep>",
+    storage: str | Path = DEFAULT_STORAGE,
+    address: str | None = None,
+    resume: bool = False,
+    console: Any = None,
+) -> TuneResult:
+    """Runs a whole sweep and writes ``STORAGE/NAME/summary.json``.
+
+    Args:
+        config: The validated sweep.
+        source: Where the config came from (for error messages).
+        storage: Directory that holds sweeps.
+        address: Ray address to connect to (``auto``, ``ray://…``); default: a new local Ray.
+        resume: Continue an interrupted sweep of the same name.
+        console: A ``rich`` console for progress lines (None: quiet).
+
+    Returns:
+        The sweep's result.
+    """
+    from ray import tune
+
+    from hpo import tracking
+    from hpo.progress import ConsoleProgress
+    from hpo.search import build_scheduler, build_searcher
+    from hpo.space import to_param_space
+    from hpo.trial.driver import make_trainable
+
+    storage = Path(storage).resolve()
+    sweep_dir = storage / config.name
+    spec = preflight(config, storage, source)
+    uri = tracking.normalize_uri(config.tracking.mlflow_uri)
+    started_ray = start_ray(address)
+    started = time.time()
+    sweep_run = tracking.start_sweep_run(
+        uri,
+        config.tracking.experiment or config.name,
+        config.name,
+        params=_flat_params(config),
+        tags={"hpo.sweep_file": source, "hpo.searcher": config.search.algorithm,
+              "hpo.scheduler": config.scheduler.type},
+    )
+    nesting = tracking.MlflowNesting(sweep_run, config.objective.metric, config.objective.mode)
+    callbacks: list[Any] = [nesting]
+    if console is not None:
+        callbacks.append(ConsoleProgress(console, config.objective.metric, config.search.num_samples))
+    trainable = make_trainable(spec)
+    run_config = tune.RunConfig(
+        name=config.name,
+        storage_path=str(storage),
+        callbacks=callbacks,
+        verbose=0,
+        failure_config=tune.FailureConfig(max_failures=0),
+    )
+    if resume and tune.Tuner.can_restore(str(sweep_dir)):
+        tuner = tune.Tuner.restore(str(sweep_dir), trainable=trainable, resume_errored=True)
+    else:
+        tuner = tune.Tuner(
+            trainable,
+            param_space=to_param_space(config),
+            tune_config=tune.TuneConfig(
+                metric=config.objective.metric,
+                mode=config.objective.mode,
+                search_alg=build_searcher(config),
+                scheduler=build_scheduler(config),
+                num_samples=config.search.num_samples,
+                max_concurrent_trials=config.search.max_concurrent,
+            ),
+            run_config=run_config,
+        )
+    failed = True
+    try:
+        results = tuner.fit()
+        failed = False
+    except Exception as exc:  # noqa: BLE001 - reported as a sweep failure after MLflow is closed
+        raise SweepAborted(f"sweep '{config.name}' stopped: {exc}") from exc
+    finally:
+        if failed:
+            tracking.finish_sweep_run(sweep_run, {}, {"hpo.status": "failed"}, failed=True)
+            if started_ray:
+                _shutdown_ray()
+    rows = _trial_rows(results, config, nesting.run_ids)
+    scored = [r for r in rows if r["metric"] is not None]
+    pick = max if config.objective.mode == "max" else min
+    best = pick(scored, key=lambda r: r["metric"]) if scored else None
+    summary = {
+        "name": config.name,
+        "objective": {"metric": config.objective.metric, "mode": config.objective.mode},
+        "best": {"trial_id": best["trial_id"], "params": best["params"], "metric": best["metric"]} if best else None,
+        "trials": rows,
+        "mlflow": {"uri": uri, "experiment_id": sweep_run.experiment_id, "parent_run_id": sweep_run.parent_run_id},
+        "wall_time_s": round(time.time() - started, 2),
+    }
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    summary_path = sweep_dir / "summary.json"
+    tmp = summary_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary, indent=2, default=str))
+    os.replace(tmp, summary_path)
+    final = {f"best_{config.objective.metric}": best["metric"]} if best else {}
+    final.update(trials=len(rows), trials_stopped_early=sum(r["stopped_early"] for r in rows),
+                 trials_failed=sum(r["status"] == "failed" for r in rows))
+    tracking.finish_sweep_run(sweep_run, final, {"hpo.best_trial_id": best["trial_id"] if best else ""},
+                              failed=best is None)
+    if started_ray:
+        _shutdown_ray()
+    import pandas as pd
+
+    frame = pd.DataFrame([{**{k: v for k, v in r.items() if k != "params"}, **r["params"]} for r in rows])
+    return TuneResult(
+        name=config.name,
+        best_params=best["params"] if best else {},
+        best_metric=best["metric"] if best else None,
+        best_trial_id=best["trial_id"] if best else None,
+        trials=frame,
+        summary_path=summary_path,
+        summary=summary,
+    )
+
+
+def _shutdown_ray() -> None:
+    import ray
+
+    ray.shutdown()
+
+
+def _flat_params(config: SweepConfig) -> dict[str, Any]:
+    """The sweep's settings as flat ``section.key`` MLflow params (the space is logged as one JSON)."""
+    out: dict[str, Any] = {"model": config.model, "space": json.dumps(config.model_dump()["space"])}
+    for section in ("data", "objective", "search", "scheduler", "trial"):
+        for key, value in getattr(config, section).model_dump().items():
+            out[f"{section}.{key}"] = value
+    return out

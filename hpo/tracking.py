@@ -1,0 +1,159 @@
+"""MLflow tracking: one parent run per sweep, one nested run per trial.
+
+Ray's ``MLflowLoggerCallback`` makes flat runs; :class:`MlflowNesting` is a Tune callback that runs in
+the sweep's driver process (the only MLflow writer, so a sqlite store sees no concurrent writers) and
+nests every trial run under the sweep's parent run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ray.tune import Callback
+
+#: Tune bookkeeping keys that are not model metrics.
+_SKIP = {
+    "trial_finished", "stopped_by_patience", "epoch", "done", "training_iteration", "time_this_iter_s",
+    "time_total_s", "timestamp", "time_since_restore", "iterations_since_restore", "pid", "node_ip",
+    "effective_learning_rate", "global_batch_size", "startup_s",
+}
+
+
+def normalize_uri(uri: str) -> str:
+    """Makes relative ``sqlite:///x.db`` and plain paths absolute, so every process agrees on them."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + os.path.abspath(uri[len("sqlite:///") :])
+    if "://" not in uri:
+        return "file://" + os.path.abspath(uri)
+    return uri
+
+
+@dataclass
+class SweepRun:
+    """Handles of a sweep's parent run."""
+
+    uri: str
+    experiment_id: str
+    parent_run_id: str
+
+
+def _client(uri: str) -> Any:
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def start_sweep_run(uri: str, experiment: str, name: str, params: dict[str, Any], tags: dict[str, str]) -> SweepRun:
+    """Creates (or finds) the experiment and starts the sweep's parent run."""
+    client = _client(uri)
+    exp = client.get_experiment_by_name(experiment)
+    experiment_id = exp.experiment_id if exp is not None else client.create_experiment(experiment)
+    run = client.create_run(experiment_id, run_name=name, tags={"hpo.kind": "sweep", **tags})
+    _log_params(client, run.info.run_id, params)
+    return SweepRun(uri, experiment_id, run.info.run_id)
+
+
+def finish_sweep_run(sweep: SweepRun, metrics: dict[str, float], tags: dict[str, str], failed: bool) -> None:
+    """Logs the sweep's final figures and closes the parent run."""
+    client = _client(sweep.uri)
+    for key, value in metrics.items():
+        if _finite(value):
+            client.log_metric(sweep.parent_run_id, key, float(value))
+    for key, value in tags.items():
+        client.set_tag(sweep.parent_run_id, key, value)
+    client.set_terminated(sweep.parent_run_id, "FAILED" if failed else "FINISHED")
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _log_params(client: Any, run_id: str, params: dict[str, Any]) -> None:
+    from mlflow.entities import Param
+
+    items = [Param(str(k), str(v)[:6000]) for k, v in params.items()]
+    for start in range(0, len(items), 100):
+        client.log_batch(run_id, params=items[start : start + 100])
+
+
+class MlflowNesting(Callback):
+    """Tune callback: a nested MLflow run per trial, with per-epoch metrics and a final status.
+
+    Args:
+        sweep: The parent run.
+        objective: The objective metric name (logged as ``best_<metric>`` on each trial run too).
+        mode: ``max`` or ``min``.
+    """
+
+    def __init__(self, sweep: SweepRun, objective: str, mode: str) -> None:
+        self.sweep = sweep
+        self.objective = objective
+        self.mode = mode
+        self.run_ids: dict[str, str] = {}
+        self._index = 0
+        self._client: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune pickles its callbacks with the experiment state; the client is rebuilt on demand.
+        return {**self.__dict__, "_client": None}
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = _client(self.sweep.uri)
+        return self._client
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        if trial.trial_id in self.run_ids:
+            return
+        run = self.client.create_run(
+            self.sweep.experiment_id,
+            run_name=f"trial-{self._index:03d}",
+            tags={"mlflow.parentRunId": self.sweep.parent_run_id, "hpo.kind": "trial", "hpo.trial_id": trial.trial_id},
+        )
+        self._index += 1
+        self.run_ids[trial.trial_id] = run.info.run_id
+        _log_params(self.client, run.info.run_id, dict(trial.config))
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        from mlflow.entities import Metric, Param
+
+        run_id = self.run_ids.get(trial.trial_id)
+        if run_id is None:
+            return
+        step = int(result.get("epoch", result.get("training_iteration", 0)))
+        ts = int(result.get("timestamp", 0) * 1000)
+        metrics = [
+            Metric(key, float(value), ts, step)
+            for key, value in result.items()
+            if key not in _SKIP and _finite(value)
+        ]
+        params = []
+        if step == 1 or result.get("training_iteration") == 1:
+            params = [Param(k, str(result[k])) for k in ("effective_learning_rate", "global_batch_size") if k in result]
+        self.client.log_batch(run_id, metrics=metrics, params=params)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        last = trial.last_result or {}
+        epochs = int(last.get("epoch", 0))
+        if last.get("trial_finished"):
+            status = "completed"
+            reason = "early_stopping_patience" if last.get("stopped_by_patience") else "max_epochs"
+        else:
+            status, reason = "stopped_early", "scheduler"
+        self._finish(trial, "FINISHED", {"hpo.status": status, "hpo.stop_reason": reason, "hpo.epochs": str(epochs)})
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        reason = str(getattr(trial, "error_msg", None) or "trial failed").strip().splitlines()
+        self._finish(trial, "FAILED", {"hpo.status": "failed", "hpo.stop_reason": (reason[-1] if reason else "")[:500]})
+
+    def _finish(self, trial: Any, mlflow_status: str, tags: dict[str, str]) -> None:
+        run_id = self.run_ids.get(trial.trial_id)
+        if run_id is None:
+            return
+        for key, value in tags.items():
+            self.client.set_tag(run_id, key, value)
+        self.client.set_terminated(run_id, mlflow_status)

@@ -1,0 +1,1 @@
+"""One trial: a Horovod-on-Ray data-parallel Keras job (driver side and worker side)."""

@@ -1,0 +1,138 @@
+"""What every worker of a trial needs to know, and the batch/learning-rate rules.
+
+A :class:`TrialSpec` is built once per sweep on the driver and shipped to every trial; it holds no
+Ray, TensorFlow or Horovod objects, so it pickles cheaply and this module imports quickly.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hpo.config import SweepConfig
+from hpo.data import DatasetInfo
+from hpo.errors import ConfigError
+
+#: Parameters of the search space that the trainer itself understands.
+TRAINER_PARAMS = ("learning_rate", "optimizer", "batch_size_per_worker")
+
+
+def scale_learning_rate(lr: float, workers: int, rule: str, reference_workers: int = 1) -> float:
+    """Rescales a learning rate for data-parallel training.
+
+    With a fixed per-worker batch, the global batch grows with the worker count; ``linear`` scales the
+    learning rate by the same factor (Goyal et al., 2017), ``sqrt`` by its square root, ``none`` not at all.
+
+    Args:
+        lr: The learning rate as searched (meant for ``reference_workers`` workers).
+        workers: Workers in this trial.
+        rule: ``linear``, ``sqrt`` or ``none``.
+        reference_workers: Worker count the searched learning rate refers to.
+
+    Returns:
+        The learning rate the optimizer gets.
+    """
+    factor = workers / reference_workers
+    if rule == "linear":
+        return lr * factor
+    if rule == "sqrt":
+        return lr * math.sqrt(factor)
+    if rule == "none":
+        return lr
+    raise ValueError(f"unknown lr_scaling rule {rule!r}")
+
+
+def resolve_model(ref: str, source: str = "model") -> Callable[..., Any]:
+    """Imports a ``package.module:function`` model builder.
+
+    Raises:
+        ConfigError: If the module or function cannot be found.
+    """
+    module_name, _, func_name = ref.partition(":")
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"{source}: model: cannot import module '{module_name}' ({exc}); "
+                          "check the name and that it is on PYTHONPATH") from None
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise ConfigError(f"{source}: model: module '{module_name}' has no function '{func_name}'; "
+                          "check the name after ':'")
+    return func
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """Everything a trial needs besides its sampled parameters."""
+
+    model: str
+    train: DatasetInfo
+    validation: DatasetInfo
+    features: str
+    label: str
+    task: str
+    loss: str
+    metrics: tuple[str, ...]
+    objective_metric: str
+    objective_mode: str
+    max_epochs: int
+    workers: int
+    cpus_per_worker: float
+    gpus_per_worker: float
+    batch_size_per_worker: int
+    lr_scaling: str
+    optimizer: str
+    learning_rate: float
+    patience: int
+    min_delta: float
+    seed: int = 0
+    sys_path: tuple[str, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def from_config(cls, config: SweepConfig, train: DatasetInfo, validation: DatasetInfo) -> TrialSpec:
+        """Builds the spec of a sweep's trials."""
+        t = config.trial
+        return cls(
+            model=config.model,
+            train=train,
+            validation=validation,
+            features=config.data.features,
+            label=config.data.label,
+            task=config.data.task,
+            loss=config.loss,
+            metrics=tuple(config.metrics),
+            objective_metric=config.objective.metric,
+            objective_mode=config.objective.mode,
+            max_epochs=t.max_epochs,
+            workers=t.workers,
+            cpus_per_worker=t.cpus_per_worker,
+            gpus_per_worker=t.gpus_per_worker,
+            batch_size_per_worker=t.batch_size_per_worker,
+            lr_scaling=t.lr_scaling,
+            optimizer=t.optimizer,
+            learning_rate=t.learning_rate,
+            patience=t.early_stopping.patience,
+            min_delta=t.early_stopping.min_delta,
+            seed=config.search.seed or 0,
+            sys_path=tuple(p for p in sys.path if p),
+        )
+
+    def hyper(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The effective training settings for one trial's sampled ``params``."""
+        batch = int(params.get("batch_size_per_worker", self.batch_size_per_worker))
+        lr = float(params.get("learning_rate", self.learning_rate))
+        return {
+            "optimizer": str(params.get("optimizer", self.optimizer)),
+            "learning_rate": lr,
+            "effective_learning_rate": scale_learning_rate(lr, self.workers, self.lr_scaling),
+            "batch_size_per_worker": batch,
+            "global_batch_size": batch * self.workers,
+            "steps_per_epoch": self.train.steps(batch, self.workers),
+            "validation_steps": self.validation.steps(batch, self.workers),
+        }

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Creates the virtual environment and installs hpo with its pinned stack and the patched Horovod.
+# Idempotent: a second run with nothing changed takes seconds. Wheels stay in pip's cache and
+# HPO_WHEEL_CACHE, so a fresh clone on the same machine installs without building again.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+venv=${VENV:-.venv}
+python=${PYTHON:-python3}
+export PIP_DISABLE_PIP_VERSION_CHECK=1 TF_CPP_MIN_LOG_LEVEL=3
+
+"$python" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "hpo needs Python 3.11 (the pinned TensorFlow/Horovod stack)")'
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+pip="$venv/bin/python -m pip"
+$pip install --quiet --upgrade "pip>=24" wheel
+echo "installing the pinned stack (requirements/stack.txt)"
+$pip install --quiet -r requirements/stack.txt -r requirements/dev.txt
+$pip install --quiet --no-deps -e .
+VENV="$venv" bash scripts/install_horovod.sh
+# Fail loudly if the stack does not import together.
+"$venv/bin/python" - <<'PY'
+import hpo._env  # noqa: F401
+import horovod.tensorflow.keras, petastorm, ray.tune, mlflow, optuna, tf_keras  # noqa: F401,E401
+from ray.tune.search.optuna import OptunaSearch  # noqa: F401
+print("stack ok")
+PY
