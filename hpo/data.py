@@ -39,10 +39,13 @@ def path_to_url(path: str | Path) -> str:
     return "file://" + str(Path(path).resolve())
 
 
-def rows_per_group(num_rows: int) -> int:
-    """Chooses a row-group size so the number of row groups is a multiple of 24 where possible."""
+def row_group_sizes(num_rows: int) -> list[int]:
+    """Row-group sizes for ``num_rows``: a multiple of 24 groups (fewer only for tiny data), sizes differing
+    by at most one row, so Petastorm's round-robin sharding gives every worker the same rows ±1 group row."""
     groups = SHARD_FRIENDLY_GROUPS * max(1, math.ceil(num_rows / (SHARD_FRIENDLY_GROUPS * MAX_ROWS_PER_GROUP)))
-    return max(1, math.ceil(num_rows / groups))
+    groups = min(groups, num_rows)
+    base, extra = divmod(num_rows, groups)
+    return [base + 1] * extra + [base] * (groups - extra)
 
 
 def write_dataset(
@@ -87,7 +90,11 @@ def write_dataset(
     for old in dest.glob("*.parquet"):
         old.unlink()
     tmp = dest / ".part-00000.parquet.tmp"
-    pq.write_table(table, tmp, row_group_size=rows_per_group(len(table)))
+    with pq.ParquetWriter(tmp, table.schema) as writer:
+        start = 0
+        for size in row_group_sizes(len(table)):
+            writer.write_table(table.slice(start, size), row_group_size=size)
+            start += size
     os.replace(tmp, dest / "part-00000.parquet")
     return url
 
@@ -186,6 +193,7 @@ def describe(
     label: str = "label",
     task: str = "classification",
     source: str | None = None,
+    key: str = "data",
 ) -> DatasetInfo:
     """Reads a dataset's metadata and checks it can be trained on.
 
@@ -195,6 +203,7 @@ def describe(
         label: Label column name.
         task: ``classification`` (labels must be integers 0..k-1) or ``regression``.
         source: What to name in error messages (defaults to the URL).
+        key: The sweep-file key the URL came from (for error messages).
 
     Returns:
         The dataset description.
@@ -206,7 +215,7 @@ def describe(
     path = url_to_path(url)
     files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
     if not path.exists() or not files:
-        raise ConfigError(f"{where}: data: no Parquet files at {path}; check the URL or run 'hpo data convert'")
+        raise ConfigError(f"{where}: {key}: no Parquet files at {path}; check the URL or run 'hpo data convert'")
     schema = pq.read_schema(files[0])
     names = schema.names
     for key, column in (("data.features", features), ("data.label", label)):
@@ -226,7 +235,7 @@ def describe(
         group_rows.extend(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
     num_rows = sum(group_rows)
     if num_rows == 0:
-        raise ConfigError(f"{where}: data: the dataset has no rows; check the source")
+        raise ConfigError(f"{where}: {key}: the dataset at {url} has no rows; check the source")
     first = pq.ParquetFile(files[0]).read_row_group(0, columns=[features]).column(0)
     dim = len(first[0].as_py())
     labels = pq.read_table(files if len(files) > 1 else files[0], columns=[label]).column(0).to_numpy()

@@ -57,11 +57,11 @@ def resolve_data(config: SweepConfig, storage: Path, source: str) -> tuple[Datas
     elif d.validation:
         train_url, val_url = d.train, d.validation
     else:
-        describe(d.train, features=d.features, label=d.label, task=d.task, source=source)
+        describe(d.train, features=d.features, label=d.label, task=d.task, source=source, key="data.train")
         train_url, val_url = _split(config, data_root / config.name)
     kw = {"features": d.features, "label": d.label, "task": d.task, "source": source}
-    train = describe(train_url, **kw)
-    validation = describe(val_url, **kw)
+    train = describe(train_url, key="data.train", **kw)
+    validation = describe(val_url, key="data.validation", **kw)
     if train.feature_dim != validation.feature_dim:
         raise ConfigError(f"{source}: data.validation: {validation.feature_dim} features, but train has "
                           f"{train.feature_dim}; use datasets written with the same columns")

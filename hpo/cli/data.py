@@ -11,7 +11,7 @@ from rich.console import Console
 from hpo.cli.errors import one_line_errors
 
 app = typer.Typer(help="Write and check Parquet datasets for hpo.", no_args_is_help=True)
-console = Console()
+console = Console(soft_wrap=True)
 
 
 @app.command()

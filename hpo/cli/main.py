@@ -17,7 +17,7 @@ from hpo.errors import ConfigError
 app = typer.Typer(help="Hyperparameter sweeps of Keras models: Ray Tune + Horovod + Petastorm + MLflow.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 app.add_typer(data_app, name="data")
-console = Console()
+console = Console(soft_wrap=True)
 
 Storage = Annotated[Path, typer.Option("--storage", help="Directory holding sweeps.")]
 

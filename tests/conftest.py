@@ -1,0 +1,48 @@
+"""Shared fixtures: paths and a sweep-file writer."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import hpo._env  # noqa: F401  (TF_USE_LEGACY_KERAS etc. before anything imports TensorFlow)
+
+ROOT = Path(__file__).resolve().parents[1]
+HPO = str(Path(sys.executable).with_name("hpo"))
+
+
+def base_sweep(**changes: Any) -> dict[str, Any]:
+    """A small valid sweep as a mapping; ``changes`` replace top-level sections."""
+    sweep: dict[str, Any] = {
+        "name": "t",
+        "model": "hpo.models.mlp:build",
+        "data": {"train": "builtin:digits"},
+        "space": {"learning_rate": {"type": "float", "low": 0.001, "high": 0.1, "log": True}},
+    }
+    sweep.update(changes)
+    return sweep
+
+
+@pytest.fixture
+def write_sweep(tmp_path: Path):
+    """Writes a mapping as a YAML sweep file and returns its path."""
+
+    def write(data: dict[str, Any], name: str = "sweep.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Runs the test inside its tmp dir (sqlite:///mlflow.db and hpo_runs land there)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    return tmp_path

@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import pytest
+
+from hpo.config import SweepConfig, load_sweep, parse_sweep
+from hpo.errors import ConfigError
+from tests.conftest import ROOT, base_sweep
+
+
+def error_of(data, source="s.yaml") -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_sweep(data, source)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_default_sweep_file_parses_with_defaults_filled_in():
+    config = load_sweep(ROOT / "search_spaces" / "digits_mlp.yaml")
+    assert isinstance(config, SweepConfig)
+    assert config.name == "digits-mlp"
+    assert config.search.algorithm == "optuna-tpe" and config.scheduler.type == "asha"
+    assert config.trial.workers == 2
+    assert config.global_batch_size == 64
+    assert config.loss == "sparse_categorical_crossentropy" and config.metrics == ["accuracy"]
+
+
+def test_overrides_replace_dotted_keys():
+    config = load_sweep(ROOT / "search_spaces" / "digits_mlp.yaml", {"search.num_samples": 3, "name": "x"})
+    assert config.search.num_samples == 3 and config.name == "x"
+
+
+def test_unknown_top_level_key():
+    assert error_of(base_sweep(epochs=3)) == "s.yaml: epochs: unknown key; remove it or check its spelling"
+
+
+def test_unknown_nested_key():
+    msg = error_of(base_sweep(trial={"wokers": 2}))
+    assert msg == "s.yaml: trial.wokers: unknown key; remove it or check its spelling"
+
+
+def test_wrong_type():
+    msg = error_of(base_sweep(trial={"workers": "two"}))
+    assert msg.startswith("s.yaml: trial.workers: ") and "'two'" in msg and "fix the value" in msg
+
+
+def test_out_of_range():
+    msg = error_of(base_sweep(trial={"workers": 0}))
+    assert msg.startswith("s.yaml: trial.workers: 0 is out of range") and msg.endswith("change it")
+
+
+def test_low_greater_than_high():
+    msg = error_of(base_sweep(space={"lr": {"type": "float", "low": 0.1, "high": 0.01}}))
+    assert msg == "s.yaml: space.lr: low (0.1) must be < high (0.01); swap them"
+
+
+def test_log_with_nonpositive_low():
+    msg = error_of(base_sweep(space={"lr": {"type": "float", "low": 0, "high": 1, "log": True}}))
+    assert msg == "s.yaml: space.lr: log scale needs low > 0 (got 0); raise low or set log: false"
+
+
+def test_unknown_algorithm():
+    msg = error_of(base_sweep(search={"algorithm": "bohb"}))
+    assert msg.startswith("s.yaml: search.algorithm: 'bohb' is not allowed; use one of ")
+    assert "'optuna-tpe'" in msg
+
+
+def test_unknown_scheduler():
+    msg = error_of(base_sweep(scheduler={"type": "pbt"}))
+    assert msg.startswith("s.yaml: scheduler.type: 'pbt' is not allowed; use one of ")
+
+
+def test_missing_required_key():
+    data = base_sweep()
+    del data["model"]
+    assert error_of(data) == "s.yaml: model: required key is missing; add it"
+
+
+def test_bad_model_reference():
+    msg = error_of(base_sweep(model="hpo.models.mlp.build"))
+    assert msg == ("s.yaml: model: 'hpo.models.mlp.build' is not 'package.module:function'; "
+                   "write e.g. hpo.models.mlp:build")
+
+
+def test_objective_metric_must_be_logged():
+    msg = error_of(base_sweep(objective={"metric": "val_auc", "mode": "max"}))
+    assert msg.startswith("s.yaml: objective.metric: 'val_auc' is not logged by the trial")
+    assert "val_accuracy" in msg
+
+
+def test_grid_with_optuna_is_rejected():
+    msg = error_of(base_sweep(space={"units": {"type": "grid", "values": [8, 16]}}))
+    assert msg.startswith("s.yaml: space.units: grid parameters cannot be used with optuna-tpe")
+
+
+def test_categorical_needs_choices():
+    msg = error_of(base_sweep(space={"opt": {"type": "categorical"}}))
+    assert msg == "s.yaml: space.opt: a categorical parameter needs a non-empty list under choices; add it"
+
+
+def test_empty_space():
+    assert error_of(base_sweep(space={})) == "s.yaml: space: must not be empty; add at least one entry"
+
+
+def test_data_url_scheme():
+    msg = error_of(base_sweep(data={"train": "/data/x"}))
+    assert msg.startswith("s.yaml: data.train: '/data/x' is not a dataset URL")
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match=r"nope.yaml: \(file\): no such file; check the path"):
+        load_sweep(tmp_path / "nope.yaml")
+
+
+def test_invalid_yaml(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: line \d+: not valid YAML"):
+        load_sweep(path)
+
+
+def test_config_is_frozen():
+    config = parse_sweep(base_sweep())
+    with pytest.raises(Exception):
+        config.name = "other"  # type: ignore[misc]

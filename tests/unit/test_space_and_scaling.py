@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+from ray.tune.search.sample import Categorical, Float, Integer
+
+from hpo.config import parse_sweep
+from hpo.space import to_param_space
+from hpo.trial.spec import scale_learning_rate
+from tests.conftest import base_sweep
+
+
+def test_space_maps_to_tune_domains():
+    config = parse_sweep(
+        base_sweep(
+            space={
+                "lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},
+                "drop": {"type": "float", "low": 0.0, "high": 0.5},
+                "q": {"type": "float", "low": 0.0, "high": 1.0, "step": 0.25},
+                "units": {"type": "int", "low": 16, "high": 128, "step": 16},
+                "layers": {"type": "int", "low": 1, "high": 3},
+                "opt": {"type": "categorical", "choices": ["adam", "sgd"]},
+            }
+        )
+    )
+    space = to_param_space(config)
+    assert isinstance(space["lr"], Float) and isinstance(space["lr"].sampler, Float._LogUniform)
+    assert (space["lr"].lower, space["lr"].upper) == (1e-4, 1e-1)
+    assert isinstance(space["drop"].sampler, Float._Uniform)
+    quantized = {space["q"].sample() for _ in range(200)}
+    assert quantized <= {0.0, 0.25, 0.5, 0.75, 1.0} and len(quantized) >= 3
+    assert isinstance(space["units"], Integer)
+    samples = [space["units"].sample() for _ in range(200)]
+    assert set(samples) <= set(range(16, 129, 16)) and len(set(samples)) >= 5
+    layers = {space["layers"].sample() for _ in range(200)}
+    assert layers == {1, 2, 3}  # high is inclusive
+    assert isinstance(space["opt"], Categorical) and space["opt"].categories == ["adam", "sgd"]
+
+
+def test_grid_algorithm_enumerates_categoricals():
+    config = parse_sweep(
+        base_sweep(
+            search={"algorithm": "grid"},
+            space={"opt": {"type": "categorical", "choices": ["adam", "sgd"]},
+                   "units": {"type": "grid", "values": [8, 16]}},
+        )
+    )
+    space = to_param_space(config)
+    assert space["opt"] == {"grid_search": ["adam", "sgd"]}
+    assert space["units"] == {"grid_search": [8, 16]}
+
+
+@pytest.mark.parametrize(
+    ("rule", "workers", "expected"),
+    [("linear", 2, 0.02), ("linear", 8, 0.08), ("sqrt", 4, 0.02), ("none", 8, 0.01), ("linear", 1, 0.01)],
+)
+def test_learning_rate_scaling(rule, workers, expected):
+    assert math.isclose(scale_learning_rate(0.01, workers, rule), expected)
+
+
+def test_learning_rate_scaling_relative_to_reference():
+    # A rate found on 2 workers means the same on 8 workers: 4x the global batch, 4x the rate.
+    assert math.isclose(scale_learning_rate(0.01, 8, "linear", reference_workers=2), 0.04)
+    with pytest.raises(ValueError):
+        scale_learning_rate(0.01, 2, "cubic")
