@@ -259,8 +259,10 @@ def parse_sweep(data: Any, source: str = "<sweep>") -> SweepConfig:
         ConfigError: On any problem, with a one-line message.
     """
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: (top level): expected a mapping of keys, got {type(data).__name__}; "
-                          "start from search_spaces/digits_mlp.yaml")
+        raise ConfigError(
+            f"{source}: (top level): expected a mapping of keys, got {type(data).__name__}; "
+            "start from search_spaces/digits_mlp.yaml"
+        )
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as exc:
@@ -289,7 +291,8 @@ def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None) -> Swe
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "(file)"
-        raise ConfigError(f"{source}: {where}: not valid YAML ({getattr(exc, 'problem', exc)}); fix the syntax") from None
+        problem = getattr(exc, "problem", exc)
+        raise ConfigError(f"{source}: {where}: not valid YAML ({problem}); fix the syntax") from None
     if isinstance(data, dict):
         for dotted, value in (overrides or {}).items():
             apply_override(data, dotted, value)
@@ -303,4 +306,3 @@ def apply_override(data: dict[str, Any], dotted: str, value: Any) -> None:
     for part in parents:
         node = node.setdefault(part, {})
     node[last] = value
-

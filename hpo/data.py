@@ -40,8 +40,11 @@ def path_to_url(path: str | Path) -> str:
 
 
 def row_group_sizes(num_rows: int) -> list[int]:
-    """Row-group sizes for ``num_rows``: a multiple of 24 groups (fewer only for tiny data), sizes differing
-    by at most one row, so Petastorm's round-robin sharding gives every worker the same rows ±1 group row."""
+    """Row-group sizes for ``num_rows`` rows, chosen so shards come out even.
+
+    A multiple of 24 groups (fewer only for tiny data) whose sizes differ by at most one row, so
+    Petastorm's round-robin sharding gives 1, 2, 3, 4, 6, 8, 12 or 24 workers the same rows, ±1 per group.
+    """
     groups = SHARD_FRIENDLY_GROUPS * max(1, math.ceil(num_rows / (SHARD_FRIENDLY_GROUPS * MAX_ROWS_PER_GROUP)))
     groups = min(groups, num_rows)
     base, extra = divmod(num_rows, groups)
@@ -159,7 +162,7 @@ def builtin_digits(root: Path, validation_fraction: float, seed: int = 0) -> tup
     x = (digits.data / 16.0).astype(np.float32)
     y = digits.target.astype(np.int64)
     order = np.random.default_rng(seed).permutation(len(x))
-    n_val = int(round(len(x) * validation_fraction))
+    n_val = round(len(x) * validation_fraction)
     val, train = order[:n_val], order[n_val:]
     write_dataset(x[train], y[train], train_url, row_ids=train)
     write_dataset(x[val], y[val], val_url, row_ids=val)
@@ -220,15 +223,20 @@ def describe(
     names = schema.names
     for key, column in (("data.features", features), ("data.label", label)):
         if column not in names:
-            raise ConfigError(f"{where}: {key}: column '{column}' not found (columns: {', '.join(names)}); "
-                              f"set {key} to one of them")
+            raise ConfigError(
+                f"{where}: {key}: column '{column}' not found (columns: {', '.join(names)}); set {key} to one of them"
+            )
     ftype = schema.field(features).type
     if pa.types.is_fixed_size_list(ftype):
-        raise ConfigError(f"{where}: data.features: '{features}' is a fixed-size list, which Petastorm drops "
-                          "silently; rewrite it with 'hpo data convert'")
+        raise ConfigError(
+            f"{where}: data.features: '{features}' is a fixed-size list, which Petastorm drops "
+            "silently; rewrite it with 'hpo data convert'"
+        )
     if not (pa.types.is_list(ftype) or pa.types.is_large_list(ftype)) or not pa.types.is_floating(ftype.value_type):
-        raise ConfigError(f"{where}: data.features: '{features}' has type {ftype}, not list<float32>; "
-                          "rewrite it with 'hpo data convert'")
+        raise ConfigError(
+            f"{where}: data.features: '{features}' has type {ftype}, not list<float32>; "
+            "rewrite it with 'hpo data convert'"
+        )
     group_rows: list[int] = []
     for file in files:
         meta = pq.ParquetFile(file).metadata
@@ -242,8 +250,10 @@ def describe(
     num_classes = None
     if task == "classification":
         if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
-            raise ConfigError(f"{where}: data.label: classification needs integer labels 0..k-1 "
-                              f"(got {labels.dtype}); encode the labels or set data.task: regression")
+            raise ConfigError(
+                f"{where}: data.label: classification needs integer labels 0..k-1 "
+                f"(got {labels.dtype}); encode the labels or set data.task: regression"
+            )
         num_classes = int(labels.max()) + 1
     return DatasetInfo(url, num_rows, tuple(group_rows), dim, num_classes, ROW_ID in names)
 
@@ -328,7 +338,7 @@ class ShardStream:
                 y = np.asarray(getattr(group, self.label))
                 ids = np.asarray(getattr(group, ROW_ID)) if self.record_ids else None
                 if self.shuffle:
-                    order = np.random.default_rng((self.seed, epoch, int(len(y)))).permutation(len(y))
+                    order = np.random.default_rng((self.seed, epoch, len(y))).permutation(len(y))
                     x, y = x[order], y[order]
                     ids = ids[order] if ids is not None else None
                 yield x, y, ids

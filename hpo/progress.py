@@ -48,8 +48,10 @@ class ConsoleProgress(Callback):
         )
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """Prints a completed or scheduler-stopped trial."""
         last = trial.last_result or {}
         self._line(trial, "completed" if last.get("trial_finished") else "stopped early")
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """Prints a failed trial."""
         self._line(trial, "failed")

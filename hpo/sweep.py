@@ -63,16 +63,20 @@ def resolve_data(config: SweepConfig, storage: Path, source: str) -> tuple[Datas
     train = describe(train_url, key="data.train", **kw)
     validation = describe(val_url, key="data.validation", **kw)
     if train.feature_dim != validation.feature_dim:
-        raise ConfigError(f"{source}: data.validation: {validation.feature_dim} features, but train has "
-                          f"{train.feature_dim}; use datasets written with the same columns")
+        raise ConfigError(
+            f"{source}: data.validation: {validation.feature_dim} features, but train has "
+            f"{train.feature_dim}; use datasets written with the same columns"
+        )
     if train.num_classes is not None and validation.num_classes is not None:
         classes = max(train.num_classes, validation.num_classes)
         train = DatasetInfo(**{**train.__dict__, "num_classes": classes})
     workers = config.trial.workers
     for info, key in ((train, "data.train"), (validation, "data.validation")):
         if len(info.row_group_rows) < workers:
-            raise ConfigError(f"{source}: {key}: {len(info.row_group_rows)} row groups cannot be sharded over "
-                              f"{workers} workers; rewrite it with 'hpo data convert' or use fewer workers")
+            raise ConfigError(
+                f"{source}: {key}: {len(info.row_group_rows)} row groups cannot be sharded over "
+                f"{workers} workers; rewrite it with 'hpo data convert' or use fewer workers"
+            )
     return train, validation
 
 
@@ -86,7 +90,7 @@ def _split(config: SweepConfig, dest: Path) -> tuple[str, str]:
     x = np.asarray(table.column(d.features).to_pylist(), dtype=np.float32)
     y = table.column(d.label).to_numpy()
     order = np.random.default_rng(config.search.seed or 0).permutation(len(y))
-    n_val = max(1, int(round(len(y) * d.validation_fraction)))
+    n_val = max(1, round(len(y) * d.validation_fraction))
     train_url, val_url = path_to_url(dest / "train"), path_to_url(dest / "validation")
     kw = {"features_column": d.features, "label_column": d.label}
     write_dataset(x[order[n_val:]], y[order[n_val:]], train_url, row_ids=order[n_val:], **kw)
@@ -201,8 +205,11 @@ def run_sweep(
         config.tracking.experiment or config.name,
         config.name,
         params=_flat_params(config),
-        tags={"hpo.sweep_file": source, "hpo.searcher": config.search.algorithm,
-              "hpo.scheduler": config.scheduler.type},
+        tags={
+            "hpo.sweep_file": source,
+            "hpo.searcher": config.search.algorithm,
+            "hpo.scheduler": config.scheduler.type,
+        },
     )
     nesting = tracking.MlflowNesting(sweep_run, config.objective.metric, config.objective.mode)
     callbacks: list[Any] = [nesting]
@@ -236,7 +243,7 @@ def run_sweep(
     try:
         results = tuner.fit()
         failed = False
-    except Exception as exc:  # noqa: BLE001 - reported as a sweep failure after MLflow is closed
+    except Exception as exc:
         raise SweepAborted(f"sweep '{config.name}' stopped: {exc}") from exc
     finally:
         if failed:
@@ -261,10 +268,14 @@ def run_sweep(
     tmp.write_text(json.dumps(summary, indent=2, default=str))
     os.replace(tmp, summary_path)
     final = {f"best_{config.objective.metric}": best["metric"]} if best else {}
-    final.update(trials=len(rows), trials_stopped_early=sum(r["stopped_early"] for r in rows),
-                 trials_failed=sum(r["status"] == "failed" for r in rows))
-    tracking.finish_sweep_run(sweep_run, final, {"hpo.best_trial_id": best["trial_id"] if best else ""},
-                              failed=best is None)
+    final.update(
+        trials=len(rows),
+        trials_stopped_early=sum(r["stopped_early"] for r in rows),
+        trials_failed=sum(r["status"] == "failed" for r in rows),
+    )
+    tracking.finish_sweep_run(
+        sweep_run, final, {"hpo.best_trial_id": best["trial_id"] if best else ""}, failed=best is None
+    )
     if started_ray:
         _shutdown_ray()
     import pandas as pd

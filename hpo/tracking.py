@@ -16,9 +16,21 @@ from ray.tune import Callback
 
 #: Tune bookkeeping keys that are not model metrics.
 _SKIP = {
-    "trial_finished", "stopped_by_patience", "epoch", "done", "training_iteration", "time_this_iter_s",
-    "time_total_s", "timestamp", "time_since_restore", "iterations_since_restore", "pid", "node_ip",
-    "effective_learning_rate", "global_batch_size", "startup_s",
+    "trial_finished",
+    "stopped_by_patience",
+    "epoch",
+    "done",
+    "training_iteration",
+    "time_this_iter_s",
+    "time_total_s",
+    "timestamp",
+    "time_since_restore",
+    "iterations_since_restore",
+    "pid",
+    "node_ip",
+    "effective_learning_rate",
+    "global_batch_size",
+    "startup_s",
 }
 
 
@@ -84,7 +96,7 @@ class MlflowNesting(Callback):
 
     Args:
         sweep: The parent run.
-        objective: The objective metric name (logged as ``best_<metric>`` on each trial run too).
+        objective: The objective metric name.
         mode: ``max`` or ``min``.
     """
 
@@ -102,11 +114,13 @@ class MlflowNesting(Callback):
 
     @property
     def client(self) -> Any:
+        """The MLflow client (made on first use, also after unpickling)."""
         if self._client is None:
             self._client = _client(self.sweep.uri)
         return self._client
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """Creates the trial's nested run and logs its sampled parameters."""
         if trial.trial_id in self.run_ids:
             return
         run = self.client.create_run(
@@ -119,6 +133,7 @@ class MlflowNesting(Callback):
         _log_params(self.client, run.info.run_id, dict(trial.config))
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        """Logs one epoch's metrics (step = epoch); the effective LR and global batch as params."""
         from mlflow.entities import Metric, Param
 
         run_id = self.run_ids.get(trial.trial_id)
@@ -127,9 +142,7 @@ class MlflowNesting(Callback):
         step = int(result.get("epoch", result.get("training_iteration", 0)))
         ts = int(result.get("timestamp", 0) * 1000)
         metrics = [
-            Metric(key, float(value), ts, step)
-            for key, value in result.items()
-            if key not in _SKIP and _finite(value)
+            Metric(key, float(value), ts, step) for key, value in result.items() if key not in _SKIP and _finite(value)
         ]
         params = []
         if step == 1 or result.get("training_iteration") == 1:
@@ -137,6 +150,7 @@ class MlflowNesting(Callback):
         self.client.log_batch(run_id, metrics=metrics, params=params)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """Tags the run completed (max epochs or patience) or stopped_early (scheduler) and closes it."""
         last = trial.last_result or {}
         epochs = int(last.get("epoch", 0))
         if last.get("trial_finished"):
@@ -147,6 +161,7 @@ class MlflowNesting(Callback):
         self._finish(trial, "FINISHED", {"hpo.status": status, "hpo.stop_reason": reason, "hpo.epochs": str(epochs)})
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """Tags the run failed, with the error's last line, and closes it."""
         reason = str(getattr(trial, "error_msg", None) or "trial failed").strip().splitlines()
         self._finish(trial, "FAILED", {"hpo.status": "failed", "hpo.stop_reason": (reason[-1] if reason else "")[:500]})
 

@@ -30,6 +30,8 @@ def convert(
 
         dest_url = path_to_url(dest_url)
     info = run(src, dest_url, label, features_column=features)
-    console.print(f"{info.url}: {info.num_rows} rows, {info.feature_dim} features, "
-                  f"{len(info.row_group_rows)} row groups" +
-                  (f", {info.num_classes} classes" if info.num_classes else ""), highlight=False)
+    console.print(
+        f"{info.url}: {info.num_rows} rows, {info.feature_dim} features, "
+        f"{len(info.row_group_rows)} row groups" + (f", {info.num_classes} classes" if info.num_classes else ""),
+        highlight=False,
+    )

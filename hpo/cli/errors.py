@@ -32,7 +32,7 @@ def one_line_errors(func: F) -> F:
                 raise
             print(f"error: {exc}", file=sys.stderr)
             raise typer.Exit(2) from None
-        except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
+        except Exception as exc:
             if os.environ.get("HPO_DEBUG"):
                 raise
             kind = "" if isinstance(exc, HpoError) else f"{type(exc).__name__}: "

@@ -14,8 +14,12 @@ from hpo.cli.data import app as data_app
 from hpo.cli.errors import one_line_errors
 from hpo.errors import ConfigError
 
-app = typer.Typer(help="Hyperparameter sweeps of Keras models: Ray Tune + Horovod + Petastorm + MLflow.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="Hyperparameter sweeps of Keras models: Ray Tune + Horovod + Petastorm + MLflow.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
 app.add_typer(data_app, name="data")
 console = Console(soft_wrap=True)
 
@@ -36,8 +40,16 @@ def tune(
     """Run a sweep; print the best trial and where the results are."""
     from hpo.api import tune as run
 
-    result = run(file, num_samples=num_samples, name=name, storage=storage, mlflow_uri=mlflow_uri,
-                 address=address, resume=resume, console=console)
+    result = run(
+        file,
+        num_samples=num_samples,
+        name=name,
+        storage=storage,
+        mlflow_uri=mlflow_uri,
+        address=address,
+        resume=resume,
+        console=console,
+    )
     _print_summary(result.summary)
     console.print(f"summary: {result.summary_path}", highlight=False)
     if result.best_metric is None:
@@ -82,18 +94,22 @@ def _print_summary(summary: dict) -> None:
         value = row["metric"]
         params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row["params"].items())
         mark = " *" if row["trial_id"] == best_id else ""
-        table.add_row(row["trial_id"] + mark, row["status"], str(row["epochs"]),
-                      "-" if value is None else f"{value:.4f}", params)
+        table.add_row(
+            row["trial_id"] + mark, row["status"], str(row["epochs"]), "-" if value is None else f"{value:.4f}", params
+        )
     console.print(table)
     best = summary.get("best")
     if best:
-        console.print(f"best: {best['trial_id']} {metric}={best['metric']:.4f} params={best['params']}",
-                      highlight=False)
+        console.print(
+            f"best: {best['trial_id']} {metric}={best['metric']:.4f} params={best['params']}", highlight=False
+        )
     else:
         console.print("best: none (no trial reported the objective)", highlight=False)
     mlflow = summary["mlflow"]
-    console.print(f"mlflow: {mlflow['uri']} experiment {mlflow['experiment_id']} parent run "
-                  f"{mlflow['parent_run_id']}", highlight=False)
+    console.print(
+        f"mlflow: {mlflow['uri']} experiment {mlflow['experiment_id']} parent run {mlflow['parent_run_id']}",
+        highlight=False,
+    )
 
 
 @app.command()
@@ -104,8 +120,10 @@ def status(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: St
     counts: dict[str, int] = {}
     for row in summary["trials"]:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
-    console.print(f"{name}: {len(summary['trials'])} trials (" +
-                  ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ")", highlight=False)
+    console.print(
+        f"{name}: {len(summary['trials'])} trials (" + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ")",
+        highlight=False,
+    )
 
 
 @app.command()

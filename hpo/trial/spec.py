@@ -58,12 +58,15 @@ def resolve_model(ref: str, source: str = "model") -> Callable[..., Any]:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        raise ConfigError(f"{source}: model: cannot import module '{module_name}' ({exc}); "
-                          "check the name and that it is on PYTHONPATH") from None
+        raise ConfigError(
+            f"{source}: model: cannot import module '{module_name}' ({exc}); "
+            "check the name and that it is on PYTHONPATH"
+        ) from None
     func = getattr(module, func_name, None)
     if not callable(func):
-        raise ConfigError(f"{source}: model: module '{module_name}' has no function '{func_name}'; "
-                          "check the name after ':'")
+        raise ConfigError(
+            f"{source}: model: module '{module_name}' has no function '{func_name}'; check the name after ':'"
+        )
     return func
 
 

@@ -33,14 +33,20 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
     [
         ({"epochs": 3}, "sweep.yaml: epochs: unknown key; remove it or check its spelling"),
         ({"trial": {"workers": "two"}}, "sweep.yaml: trial.workers: "),
-        ({"space": {"lr": {"type": "float", "low": 1, "high": 0.1}}},
-         "sweep.yaml: space.lr: low (1) must be < high (0.1); swap them"),
+        (
+            {"space": {"lr": {"type": "float", "low": 1, "high": 0.1}}},
+            "sweep.yaml: space.lr: low (1) must be < high (0.1); swap them",
+        ),
         ({"search": {"algorithm": "bohb"}}, "sweep.yaml: search.algorithm: 'bohb' is not allowed; use one of"),
-        ({"model": "hpo.models.mlp:nope"},
-         "sweep.yaml: model: module 'hpo.models.mlp' has no function 'nope'; check the name after ':'"),
+        (
+            {"model": "hpo.models.mlp:nope"},
+            "sweep.yaml: model: module 'hpo.models.mlp' has no function 'nope'; check the name after ':'",
+        ),
         ({"model": "no_such_pkg.models:build"}, "sweep.yaml: model: cannot import module 'no_such_pkg.models'"),
-        ({"data": {"train": "file:///nonexistent/train", "validation": "file:///nonexistent/val"}},
-         "sweep.yaml: data.train: no Parquet files at /nonexistent/train; check the URL"),
+        (
+            {"data": {"train": "file:///nonexistent/train", "validation": "file:///nonexistent/val"}},
+            "sweep.yaml: data.train: no Parquet files at /nonexistent/train; check the URL",
+        ),
     ],
 )
 def test_validate_bad_input_is_one_line_exit_2(tmp_path, write_sweep, change, expected):
@@ -57,14 +63,17 @@ def test_validate_label_column_absent(tmp_path, write_sweep):
     assert "60 rows, 2 features, 24 row groups, 2 classes" in proc.stdout
     sweep = base_sweep(data={"train": f"file://{tmp_path}/ds", "label": "target"})
     line = one_line_error(run("validate", str(write_sweep(sweep)), cwd=tmp_path))
-    assert line == (f"error: {tmp_path}/sweep.yaml: data.label: column 'target' not found "
-                    "(columns: row_id, features, y); set data.label to one of them")
+    assert line == (
+        f"error: {tmp_path}/sweep.yaml: data.label: column 'target' not found "
+        "(columns: row_id, features, y); set data.label to one of them"
+    )
 
 
 def test_data_convert_missing_label(tmp_path):
     pd.DataFrame({"a": [1.0, 2.0]}).to_csv(tmp_path / "d.csv", index=False)
-    line = one_line_error(run("data", "convert", str(tmp_path / "d.csv"), f"file://{tmp_path}/o", "--label", "y",
-                              cwd=tmp_path))
+    line = one_line_error(
+        run("data", "convert", str(tmp_path / "d.csv"), f"file://{tmp_path}/o", "--label", "y", cwd=tmp_path)
+    )
     assert "d.csv: y: label column not found (columns: a); pass --label with one of them" in line
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from hpo.config import SweepConfig, load_sweep, parse_sweep
 from hpo.errors import ConfigError
@@ -78,8 +79,9 @@ def test_missing_required_key():
 
 def test_bad_model_reference():
     msg = error_of(base_sweep(model="hpo.models.mlp.build"))
-    assert msg == ("s.yaml: model: 'hpo.models.mlp.build' is not 'package.module:function'; "
-                   "write e.g. hpo.models.mlp:build")
+    assert msg == (
+        "s.yaml: model: 'hpo.models.mlp.build' is not 'package.module:function'; write e.g. hpo.models.mlp:build"
+    )
 
 
 def test_objective_metric_must_be_logged():
@@ -121,5 +123,5 @@ def test_invalid_yaml(tmp_path):
 
 def test_config_is_frozen():
     config = parse_sweep(base_sweep())
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         config.name = "other"  # type: ignore[misc]

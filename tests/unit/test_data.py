@@ -15,8 +15,13 @@ from hpo.errors import ConfigError
 def frame(rows: int = 101) -> pd.DataFrame:
     rng = np.random.default_rng(0)
     return pd.DataFrame(
-        {"a": rng.normal(size=rows), "b": rng.integers(0, 5, size=rows), "name": ["x"] * rows,
-         "c": rng.normal(size=rows).astype(np.float32), "y": rng.integers(0, 3, size=rows)}
+        {
+            "a": rng.normal(size=rows),
+            "b": rng.integers(0, 5, size=rows),
+            "name": ["x"] * rows,
+            "c": rng.normal(size=rows).astype(np.float32),
+            "y": rng.integers(0, 3, size=rows),
+        }
     )
 
 
@@ -79,8 +84,9 @@ def stream_epochs(info: DatasetInfo, size: int, batch: int, epochs: int) -> list
     steps = info.steps(batch, size)
     out = []
     for rank in range(size):
-        stream = ShardStream(info, features="features", label="label", rank=rank, size=size, steps=steps,
-                             seed=3, record_ids=True)
+        stream = ShardStream(
+            info, features="features", label="label", rank=rank, size=size, steps=steps, seed=3, record_ids=True
+        )
         for _ in range(epochs):
             batches = list(stream.epoch_batches())
             assert len(batches) == steps  # every rank runs the same number of steps
@@ -93,7 +99,7 @@ def stream_epochs(info: DatasetInfo, size: int, batch: int, epochs: int) -> list
 def test_every_epoch_reads_every_row_exactly_once_across_shards(tmp_path, size):
     train_url, _ = builtin_digits(tmp_path, 0.2)
     info = describe(train_url)
-    all_ids = np.sort(pq.read_table(train_url[len("file://"):], columns=["row_id"]).column(0).to_numpy())
+    all_ids = np.sort(pq.read_table(train_url[len("file://") :], columns=["row_id"]).column(0).to_numpy())
     per_rank = stream_epochs(info, size, batch=32, epochs=5)
     for epoch in range(5):
         shards = [per_rank[rank][epoch] for rank in range(size)]
@@ -115,8 +121,14 @@ def test_row_loss_is_detected(tmp_path):
     train_url, _ = builtin_digits(tmp_path, 0.2)
     info = describe(train_url)
     # Claim one row group more than the files hold: the reader comes up short and must say so.
-    lying = DatasetInfo(info.url, info.num_rows + 7, (*info.row_group_rows[:-2], info.row_group_rows[-2] + 7,
-                                                      info.row_group_rows[-1]), info.feature_dim, 10, True)
+    lying = DatasetInfo(
+        info.url,
+        info.num_rows + 7,
+        (*info.row_group_rows[:-2], info.row_group_rows[-2] + 7, info.row_group_rows[-1]),
+        info.feature_dim,
+        10,
+        True,
+    )
     stream = ShardStream(lying, features="features", label="label", rank=0, size=2, steps=lying.steps(32, 2))
     with pytest.raises(RowLossError, match="expected"):
         list(stream.epoch_batches())

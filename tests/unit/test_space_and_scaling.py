@@ -42,8 +42,10 @@ def test_grid_algorithm_enumerates_categoricals():
     config = parse_sweep(
         base_sweep(
             search={"algorithm": "grid"},
-            space={"opt": {"type": "categorical", "choices": ["adam", "sgd"]},
-                   "units": {"type": "grid", "values": [8, 16]}},
+            space={
+                "opt": {"type": "categorical", "choices": ["adam", "sgd"]},
+                "units": {"type": "grid", "values": [8, 16]},
+            },
         )
     )
     space = to_param_space(config)
