@@ -19,6 +19,7 @@ WORKER_ENV: dict[str, str] = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_TRAIN_V2_ENABLED": "0",
     "RAY_AIR_NEW_OUTPUT": "0",
+    "MLFLOW_LOGGING_LEVEL": "WARNING",
     "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning",
 }
 
@@ -33,8 +34,7 @@ def apply() -> dict[str, str]:
         os.environ.setdefault(key, value)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning, module="horovod")
-    for name in ("mlflow", "alembic"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     return {key: os.environ[key] for key in WORKER_ENV}
 
 

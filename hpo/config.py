@@ -60,6 +60,13 @@ class SearchConfig(_Model):
     seed: int | None = None
     repeats: int = Field(default=1, ge=1)
 
+    @field_validator("repeats")
+    @classmethod
+    def _repeats(cls, value: int) -> int:
+        if value != 1:
+            raise ValueError(f"repeats: {value} is not supported yet (each configuration runs once); set it to 1")
+        return value
+
 
 class SchedulerConfig(_Model):
     """The early-stopping scheduler (ASHA by default)."""

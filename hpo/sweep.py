@@ -100,6 +100,12 @@ def _split(config: SweepConfig, dest: Path) -> tuple[str, str]:
 
 def preflight(config: SweepConfig, storage: Path, source: str) -> TrialSpec:
     """Every check that can fail on user input, before Ray starts: data, model import."""
+    if config.search.algorithm == "optuna-gp":
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:
+            raise ConfigError(f"{source}: search.algorithm: optuna-gp needs torch, which is not installed; "
+                              "run '.venv/bin/pip install torch==2.13.0' or use optuna-tpe")
     train, validation = resolve_data(config, storage, source)
     resolve_model(config.model, source)
     return TrialSpec.from_config(config, train, validation)
