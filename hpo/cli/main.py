@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from hpo.cli.cluster import app as cluster_app
 from hpo.cli.data import app as data_app
 from hpo.cli.errors import one_line_errors
 from hpo.errors import ConfigError
@@ -21,6 +22,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(data_app, name="data")
+app.add_typer(cluster_app, name="cluster")
 console = Console(soft_wrap=True)
 
 Storage = Annotated[Path, typer.Option("--storage", help="Directory holding sweeps.")]
@@ -136,3 +138,7 @@ def report(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: St
 def main() -> None:
     """Console-script entry point."""
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -27,11 +27,17 @@ RENDEZVOUS_TIMEOUT_S = 120
 _POLL_S = 0.5
 
 
-def placement(spec: TrialSpec) -> tune.PlacementGroupFactory:
-    """One empty bundle for the trial driver plus one bundle per Horovod worker, packed."""
+def worker_bundle(spec: TrialSpec) -> dict[str, float]:
+    """The resources one Horovod worker of a trial reserves."""
     worker = {"CPU": spec.cpus_per_worker}
     if spec.gpus_per_worker:
         worker["GPU"] = spec.gpus_per_worker
+    return worker
+
+
+def placement(spec: TrialSpec) -> tune.PlacementGroupFactory:
+    """One empty bundle for the trial driver plus one bundle per Horovod worker, packed."""
+    worker = worker_bundle(spec)
     return tune.PlacementGroupFactory([{}] + [dict(worker) for _ in range(spec.workers)], strategy="PACK")
 
 
