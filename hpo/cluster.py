@@ -124,9 +124,7 @@ def _ray_validate(raw: dict[str, Any], source: str) -> dict[str, Any]:
     import logging
 
     import jsonschema
-
-    import hpo._env  # noqa: F401  (ray.autoscaler imports ray, which checks pyarrow)
-    from ray.autoscaler._private.util import prepare_config, validate_config
+    from ray.autoscaler._private.util import prepare_config, validate_config  # hpo/__init__ set the env first
 
     logging.getLogger("ray.autoscaler._private.util").setLevel(logging.WARNING)  # "setting max workers ..."
 
@@ -161,7 +159,7 @@ def _resources(node_type: dict[str, Any]) -> dict[str, float]:
 
 
 def _hpo_rules(raw: dict[str, Any], config: dict[str, Any], source: str) -> ClusterFileInfo:
-    """hpo's own rules, checked on the merged config (``raw`` tells what the user wrote)."""
+    """Checks hpo's own rules on the merged config on the merged config (``raw`` tells what the user wrote)."""
     head_type = config["head_node_type"]
     types = config["available_node_types"]
     gpu_types: list[NodeShape] = []
