@@ -330,8 +330,9 @@ def check_trial_fits(
     nodes = ", ".join(f"{n.name} {_fmt(n.resources)}" for n in live) or "none"
     types = ", ".join(f"{t.name} {_fmt(t.resources)} x{t.count}" for t in launchable or []) or "none"
     known = "" if launchable is not None else f" (no autoscaler config found; set {CLUSTER_CONFIG_ENV})"
+    plural = "s" if workers != 1 else ""
     raise ConfigError(
-        f"{source}: {key}: a trial needs {workers} workers x {_fmt(bundle)} but the cluster can never hold "
+        f"{source}: {key}: a trial needs {workers} worker{plural} x {_fmt(bundle)} but the cluster can never hold "
         f"more than {capacity} (nodes: {nodes}; launchable node types: {types}){known}; lower "
         "trial.workers or the per-worker resources, or add a node type that fits"
     )
