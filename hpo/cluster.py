@@ -317,7 +317,7 @@ def check_trial_fits(
         workers: Workers per trial (the trial's placement group holds one bundle per worker).
         source: The sweep file, for the message.
         live: The cluster's nodes now.
-        launchable: Node types its autoscaler may add; None when not known.
+        launchable: Node types its autoscaler may add; None for a local Ray without an autoscaler.
         max_launched: The autoscaler's global ``max_workers``.
 
     Raises:
@@ -329,7 +329,8 @@ def check_trial_fits(
     key = "trial.gpus_per_worker" if bundle.get("GPU", 0) > 0 else "trial.cpus_per_worker"
     nodes = ", ".join(f"{n.name} {_fmt(n.resources)}" for n in live) or "none"
     types = ", ".join(f"{t.name} {_fmt(t.resources)} x{t.count}" for t in launchable or []) or "none"
-    known = "" if launchable is not None else f" (no autoscaler config found; set {CLUSTER_CONFIG_ENV})"
+    local = " (a local Ray: this machine is all there is; use --address for a cluster)"
+    known = "" if launchable is not None else local
     plural = "s" if workers != 1 else ""
     raise ConfigError(
         f"{source}: {key}: a trial needs {workers} worker{plural} x {_fmt(bundle)} but the cluster can never hold "
@@ -387,35 +388,31 @@ def _gcs_node_types() -> tuple[list[NodeShape], int] | None:
     return shapes, sum(s.count for s in shapes)
 
 
-def _has_autoscaler() -> bool:
-    """True if an autoscaler reports to the connected cluster (its status key is in the GCS KV)."""
-    try:
-        from ray._private import ray_constants
-        from ray.experimental.internal_kv import _internal_kv_get
-
-        return _internal_kv_get(ray_constants.DEBUG_AUTOSCALING_STATUS) is not None
-    except Exception:  # noqa: BLE001 - an internal API; absent means "not known"
-        return False
-
-
-def check_trial_fits_cluster(bundle: dict[str, float], workers: int, *, source: str) -> None:
+def check_trial_fits_cluster(bundle: dict[str, float], workers: int, *, source: str, local: bool) -> None:
     """:func:`check_trial_fits` against the connected Ray cluster.
 
-    If the cluster has an autoscaler whose node types cannot be found, the check is skipped (a node
-    type that fits may exist); without an autoscaler, today's nodes are all there will ever be.
+    On a local Ray that hpo started itself, today's nodes are all there will ever be. On a cluster hpo
+    connected to, the node types its autoscaler may launch count too; if they cannot be found, the check
+    is skipped (a node type that fits may exist).
+
+    Args:
+        bundle: One Horovod worker's resources.
+        workers: Workers per trial.
+        source: The sweep file, for the message.
+        local: True for the local Ray that hpo started (no autoscaler can add nodes to it).
 
     Raises:
         ConfigError: If the trial can never be placed.
     """
-    known = autoscaler_node_types()
-    if known is None and _has_autoscaler():
+    known = ([], 0) if local else autoscaler_node_types()
+    if known is None:
         return
-    launchable, max_launched = known if known is not None else ([], 0)
+    launchable, max_launched = known
     check_trial_fits(
         bundle,
         workers,
         source=source,
         live=live_nodes(),
-        launchable=launchable if known is not None else None,
+        launchable=None if local else launchable,
         max_launched=max_launched,
     )

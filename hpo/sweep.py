@@ -231,7 +231,7 @@ def run_sweep(
     uri = tracking.normalize_uri(config.tracking.mlflow_uri)
     started_ray = start_ray(address)
     try:
-        check_trial_fits_cluster(worker_bundle(spec), spec.workers, source=source)
+        check_trial_fits_cluster(worker_bundle(spec), spec.workers, source=source, local=not address)
     except ConfigError:
         if started_ray:
             _shutdown_ray()

@@ -163,6 +163,54 @@ def section(block: str, name: str) -> str:
     return match.group(1) if match else ""
 
 
+def sweep_variant(tmp_path: Path, **trial: object) -> Path:
+    data = yaml.safe_load(SWEEP.read_text())
+    data["trial"].update(trial)
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def hpo_env(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **extra}
+    env.pop("RAY_AUTH_MODE", None)  # hpo must find the Ray token itself when one exists
+    return env
+
+
+def test_impossible_trial_fails_fast_against_the_autoscaler_node_types(fake_cluster: FakeCluster, tmp_path: Path):
+    # No node type has 3 GPUs: exit 2 before any node is launched. An explicit address (not auto).
+    started = time.time()
+    proc = subprocess.run(
+        [sys.executable, "-m", "hpo.cli.main", "tune", str(sweep_variant(tmp_path, gpus_per_worker=3)),
+         "--address", fake_cluster.address, "--storage", str(tmp_path / "runs")],
+        cwd=tmp_path, env=hpo_env(HPO_CLUSTER_CONFIG=str(fake_cluster.config_path)),
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"error: {tmp_path}/sweep.yaml: trial.gpus_per_worker: a trial needs 2 workers x {{CPU: 0.5, GPU: 3}} but "
+        "the cluster can never hold more than 0 "
+    ), proc.stderr
+    assert "launchable node types: gpu.x2 {CPU: 2, GPU: 2} x2, gpu.x1 {CPU: 1, GPU: 1} x1" in lines[0]
+    assert time.time() - started < 120
+    assert fake_cluster.fake_nodes() == 0
+    assert "Adding" not in fake_cluster.monitor_log()
+
+
+def test_gpu_trial_on_local_ray_without_gpus_fails_fast(tmp_path: Path):
+    # No address: hpo starts its own local Ray (no GPU here, no autoscaler): today's node is all there is.
+    proc = subprocess.run(
+        [sys.executable, "-m", "hpo.cli.main", "tune", str(sweep_variant(tmp_path, gpus_per_worker=1)),
+         "--storage", str(tmp_path / "runs")],
+        cwd=tmp_path, env=hpo_env(), capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "trial.gpus_per_worker: a trial needs 2 workers x {CPU: 0.5, GPU: 1} but the cluster can never hold " \
+        "more than 0 (nodes: node " in proc.stderr
+    assert "(a local Ray: this machine is all there is; use --address for a cluster)" in proc.stderr
+
+
 def test_gpu_sweep_scales_fake_gpu_nodes_up_and_down(fake_cluster: FakeCluster, tmp_path: Path):
     cluster = fake_cluster
     assert cluster.fake_nodes() == 0, "min_workers is 0: no GPU node before any trial needs one"
@@ -175,14 +223,8 @@ def test_gpu_sweep_scales_fake_gpu_nodes_up_and_down(fake_cluster: FakeCluster, 
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        # What `ray job submit` gives an entrypoint: RAY_ADDRESS, and `--address auto` in the command.
-        "RAY_ADDRESS": cluster.address,
-        "HPO_CLUSTER_CONFIG": str(cluster.config_path),
-    }
-    env.pop("RAY_AUTH_MODE", None)  # hpo must find the token itself when one exists
+    # What `ray job submit` gives an entrypoint: RAY_ADDRESS, and `--address auto` in the command.
+    env = hpo_env(RAY_ADDRESS=cluster.address, HPO_CLUSTER_CONFIG=str(cluster.config_path))
     sweep_started = time.time()
     try:
         proc = subprocess.run(

@@ -262,11 +262,12 @@ def test_worker_larger_than_any_node_type():
     ), str(info.value)
 
 
-def test_no_autoscaler_only_live_nodes_count():
+def test_local_ray_only_live_nodes_count():
     check_trial_fits({"CPU": 0.5}, 4, source="s.yaml", live=[HEAD], launchable=None)
     with pytest.raises(ConfigError) as info:
         check_trial_fits(WORKER, 2, source="s.yaml", live=[HEAD], launchable=None)
-    assert "launchable node types: none) (no autoscaler config found; set HPO_CLUSTER_CONFIG)" in str(info.value)
+    assert "launchable node types: none) (a local Ray: this machine is all there is; use --address for a cluster)" \
+        in str(info.value)
     with pytest.raises(ConfigError) as info:
         check_trial_fits({"CPU": 1.0}, 3, source="s.yaml", live=[HEAD], launchable=None)
     assert str(info.value).startswith("s.yaml: trial.cpus_per_worker: a trial needs 3 workers x {CPU: 1} but")
