@@ -253,11 +253,13 @@ def test_gpu_sweep_scales_fake_gpu_nodes_up_and_down(fake_cluster: FakeCluster, 
         sampler.join(timeout=5)
 
     log = cluster.monitor_log()
+    (tmp_path / "monitor.log").write_text(log)  # kept with the test's tmp dir for a look afterwards
     launched = re.findall(r"Adding (\d+) node\(s\) of type (gpu\.\w+)", log)
-    removed = re.findall(r"Removing (\d+) nodes of type (gpu\.\w+) \(idle\)", log)
+    removals = re.findall(r"Removing (\d+) nodes of type (gpu\.\w+) \(([^)]*)\)", log)
+    removed = [(n, t) for n, t, reason in removals if reason == "idle"]
     assert launched and {t for _, t in launched} <= {"gpu.x1", "gpu.x2"}
-    assert removed, "the autoscaler did not report removing idle GPU nodes"
-    assert sum(int(n) for n, _ in removed) == sum(int(n) for n, _ in launched)
+    assert removed, f"the autoscaler did not report removing idle GPU nodes: {removals}"
+    assert sum(int(n) for n, _, _ in removals) == sum(int(n) for n, _ in launched), (launched, removals)
 
     # Scale-up: first status that shows a pending GPU demand → first status with a GPU node active.
     blocks = status_blocks(log)
@@ -274,7 +276,7 @@ def test_gpu_sweep_scales_fake_gpu_nodes_up_and_down(fake_cluster: FakeCluster, 
         "sweep_wall_s": round(sweep_ended - sweep_started, 2),
         "peak_fake_gpu_nodes": peak,
         "nodes_launched": [f"{n}x {t}" for n, t in launched],
-        "nodes_removed_idle": [f"{n}x {t}" for n, t in removed],
+        "nodes_removed": [f"{n}x {t} ({reason})" for n, t, reason in removals],
         "trials": len(summary["trials"]),
     }
     print("\ncluster timings:", json.dumps(times))
