@@ -227,7 +227,8 @@ def run_sweep(
         storage_path=str(storage),
         callbacks=callbacks,
         verbose=0,
-        failure_config=tune.FailureConfig(max_failures=0),
+        failure_config=tune.FailureConfig(max_failures=config.trial.max_failures),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
     )
     if resume and tune.Tuner.can_restore(str(sweep_dir)):
         tuner = tune.Tuner.restore(str(sweep_dir), trainable=trainable, resume_errored=True)
@@ -242,6 +243,7 @@ def run_sweep(
                 scheduler=build_scheduler(config),
                 num_samples=config.search.num_samples,
                 max_concurrent_trials=config.search.max_concurrent,
+                reuse_actors=True,
             ),
             run_config=run_config,
         )
