@@ -75,10 +75,6 @@ def _load_checkpoint(checkpoint: tune.Checkpoint | None) -> dict[str, Any] | Non
         }
 
 
-def _trial_dir() -> Path:
-    return Path(tune.get_context().get_trial_dir())
-
-
 def run_trial(spec: TrialSpec, params: dict[str, Any]) -> None:
     """Runs one trial to completion, scheduler stop or failure (called by Tune in the trial actor)."""
     started = time.time()
@@ -136,8 +132,8 @@ def _stream(
             checkpoint = _save_checkpoint(msg)
             if msg["last"]:
                 # The scheduler may stop the trial at its final report (ASHA does at max_t): finish the
-                # workers' work (final model, row audit) before reporting it.
-                _write_results(_gather(refs))
+                # workers' work first, and put the final model and row audit in the final checkpoint.
+                _write_results(_gather(refs), Path(checkpoint.path))
             try:
                 tune.report(metrics, checkpoint=checkpoint)  # persists the checkpoint before returning
             finally:
@@ -181,14 +177,13 @@ def _cause(exc: ray.exceptions.RayError) -> str:
     return str(exc).strip().splitlines()[-1]
 
 
-def _write_results(results: list[dict[str, Any]]) -> None:
-    """Keeps the final model (``model.keras``) and each rank's row audit (``rows.json``) in the trial dir."""
-    trial_dir = _trial_dir()
+def _write_results(results: list[dict[str, Any]], directory: Path) -> None:
+    """Writes the final model (``model.keras``) and each rank's row audit (``rows.json``) to ``directory``."""
     results = sorted(results, key=lambda r: r["rank"])
     model = results[0].pop("model", None)
     if model is not None:
-        (trial_dir / "model.keras").write_bytes(model)
-    (trial_dir / "rows.json").write_text(json.dumps(results))
+        (directory / "model.keras").write_bytes(model)
+    (directory / "rows.json").write_text(json.dumps(results))
 
 
 def make_trainable(spec: TrialSpec) -> Any:

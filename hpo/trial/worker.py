@@ -222,8 +222,18 @@ def run_worker(
         "epoch_ids": [ids.tolist() for ids in train.epoch_ids],
     }
     if rank == 0 and not synced.requested:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "model.keras"
-            model.save(path)  # EarlyStopping has restored the best weights
-            result["model"] = path.read_bytes()
+        result["model"] = _inference_model_bytes(keras, model)
     return result
+
+
+def _inference_model_bytes(keras: Any, model: Any) -> bytes:
+    """The trained model (EarlyStopping restored its best weights) as ``.keras`` bytes, uncompiled.
+
+    The Horovod-wrapped optimizer is left out, so the file loads with plain tf-keras, without Horovod.
+    """
+    inference = keras.models.clone_model(model)
+    inference.set_weights(model.get_weights())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.keras"
+        inference.save(path)
+        return path.read_bytes()
