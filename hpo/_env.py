@@ -20,6 +20,8 @@ WORKER_ENV: dict[str, str] = {
     "RAY_TRAIN_V2_ENABLED": "0",
     "RAY_AIR_NEW_OUTPUT": "0",
     "MLFLOW_LOGGING_LEVEL": "WARNING",
+    # Let a stopped trial's thread hand its warm workers back before Tune gives up reusing the actor.
+    "TUNE_FUNCTION_THREAD_TIMEOUT_S": "20",
     "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning",
 }
 
@@ -35,6 +37,10 @@ def apply() -> dict[str, str]:
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning, module="horovod")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    if not os.environ.get("HPO_DEBUG"):
+        # A failed trial is reported in one line by hpo (and kept in summary.json); Tune's traceback
+        # for it is shown with HPO_DEBUG=1.
+        logging.getLogger("ray.tune").setLevel(logging.CRITICAL)
     return {key: os.environ[key] for key in WORKER_ENV}
 
 

@@ -97,6 +97,8 @@ class TrialConfig(_Model):
     metrics: list[str] | None = None
     optimizer: str = "adam"
     learning_rate: float = Field(default=1e-3, gt=0)
+    reference_batch_size: int | None = Field(default=None, ge=1)
+    max_failures: int = Field(default=1, ge=0)
 
     @field_validator("gpus_per_worker")
     @classmethod

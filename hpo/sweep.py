@@ -187,6 +187,7 @@ def _trial_rows(results: Any, config: SweepConfig, run_ids: dict[str, str]) -> l
             "metric": _best(values, mode),
             "stopped_early": status == "stopped_early",
             "mlflow_run_id": run_ids.get(trial_id),
+            "checkpoint": result.checkpoint.path if result.checkpoint else None,
         }
         if result.error is not None:
             row["error"] = str(result.error).strip().splitlines()[-1][:500]
@@ -258,7 +259,8 @@ def run_sweep(
         storage_path=str(storage),
         callbacks=callbacks,
         verbose=0,
-        failure_config=tune.FailureConfig(max_failures=0),
+        failure_config=tune.FailureConfig(max_failures=config.trial.max_failures),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
     )
     if resume and tune.Tuner.can_restore(str(sweep_dir)):
         tuner = tune.Tuner.restore(str(sweep_dir), trainable=trainable, resume_errored=True)
@@ -273,6 +275,7 @@ def run_sweep(
                 scheduler=build_scheduler(config),
                 num_samples=config.search.num_samples,
                 max_concurrent_trials=config.search.max_concurrent,
+                reuse_actors=True,
             ),
             run_config=run_config,
         )

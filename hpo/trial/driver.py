@@ -1,30 +1,38 @@
 """Driver side of a trial: the Tune function trainable that runs one Horovod-on-Ray job.
 
 The trial reserves ``1 + workers`` bundles (an empty one for this driver, one per worker) so Tune
-schedules whole trials; ``horovod.ray.RayExecutor`` places its workers in that placement group. Rank 0
-streams epoch metrics through a ``ray.util.queue.Queue``; every epoch is reported to Tune, so ASHA can
-stop the trial mid-training. On any exit (finished, stopped, failed) the worker actors are killed.
+schedules whole trials; the backend places its workers in that placement group. Rank 0 streams epoch
+metrics and checkpoints through the backend's channel; every epoch is reported to Tune (with a
+checkpoint), so ASHA can stop the trial mid-training and a failed attempt resumes from its last epoch.
+
+Ending a trial:
+- finished: the workers are kept warm for the next trial of the same shape on this trial actor;
+- stopped by the scheduler (``SystemExit`` out of ``tune.report``): the workers are asked to stop at
+  their next synced check, and kept warm if they do within a few seconds, else killed;
+- failed: every worker actor is killed.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import time
 from pathlib import Path
-from queue import Empty
 from typing import Any
 
+import numpy as np
 import ray
 from ray import tune
-from ray.util.queue import Queue
 
 from hpo.errors import TrialFailed
+from hpo.trial import backend as backends
 from hpo.trial.spec import TrialSpec
 from hpo.trial.worker import run_worker
 
-#: Seconds to wait for workers to rendezvous (Gloo) before the trial fails.
-RENDEZVOUS_TIMEOUT_S = 120
-_POLL_S = 0.5
+_POLL_S = 0.1
+#: Seconds stopped workers get to reach their next synced stop check before they are killed.
+STOP_GRACE_S = 15
 
 
 def worker_bundle(spec: TrialSpec) -> dict[str, float]:
@@ -41,70 +49,123 @@ def placement(spec: TrialSpec) -> tune.PlacementGroupFactory:
     return tune.PlacementGroupFactory([{}] + [dict(worker) for _ in range(spec.workers)], strategy="PACK")
 
 
-def _report(msg: dict[str, Any], hyper: dict[str, Any], started: float, first_epoch_at: float | None) -> None:
-    metrics = dict(msg["metrics"])
-    metrics.update(
-        epoch=msg["epoch"],
-        epoch_time_s=msg["epoch_time_s"],
-        trial_finished=bool(msg["last"]),
-        stopped_by_patience=bool(msg["stopped_by_patience"]),
-        startup_s=(first_epoch_at - started) if first_epoch_at else None,
-        effective_learning_rate=hyper["effective_learning_rate"],
-        global_batch_size=hyper["global_batch_size"],
-    )
-    tune.report(metrics)
+def _save_checkpoint(msg: dict[str, Any]) -> tune.Checkpoint:
+    """Writes rank 0's epoch checkpoint (weights fetched from the object store) to a new directory."""
+    ckpt = msg["checkpoint"]
+    path = Path(tempfile.mkdtemp(prefix="hpo-ckpt-"))
+    weights = ray.get(ckpt["weights"])
+    np.savez(path / "weights.npz", *weights)
+    if ckpt["best_weights"] is not None:
+        np.savez(path / "best_weights.npz", *ray.get(ckpt["best_weights"]))
+    (path / "state.json").write_text(json.dumps(ckpt["state"]))
+    return tune.Checkpoint.from_directory(str(path))
+
+
+def _load_checkpoint(checkpoint: tune.Checkpoint | None) -> dict[str, Any] | None:
+    """Reads a checkpoint written by :func:`_save_checkpoint` (None: start from epoch 0)."""
+    if checkpoint is None:
+        return None
+    with checkpoint.as_directory() as path:
+        path = Path(path)
+
+        def arrays(name: str) -> list[np.ndarray] | None:
+            if not (path / name).exists():
+                return None
+            with np.load(path / name) as data:
+                return [data[f"arr_{i}"] for i in range(len(data.files))]
+
+        return {
+            "state": json.loads((path / "state.json").read_text()),
+            "weights": arrays("weights.npz"),
+            "best_weights": arrays("best_weights.npz"),
+        }
 
 
 def run_trial(spec: TrialSpec, params: dict[str, Any]) -> None:
-    """Runs one trial to completion, early stop or failure (called by Tune in the trial actor)."""
-    from horovod.ray import RayExecutor
-
+    """Runs one trial to completion, scheduler stop or failure (called by Tune in the trial actor)."""
     started = time.time()
     hyper = spec.hyper(params)
-    queue = Queue(actor_options={"num_cpus": 0})
-    settings = RayExecutor.create_settings(timeout_s=RENDEZVOUS_TIMEOUT_S)
-    executor = RayExecutor(
-        settings,
-        num_workers=spec.workers,
-        cpus_per_worker=spec.cpus_per_worker,
-        use_gpu=spec.gpus_per_worker > 0,
-        gpus_per_worker=spec.gpus_per_worker or None,
-    )
-    workers: list[Any] = []
+    resume = _load_checkpoint(tune.get_checkpoint())
+    group = backends.acquire(spec.workers, spec.cpus_per_worker, spec.gpus_per_worker)
+    warm = group.warm
+    refs = group.launch(run_worker, [spec, params, group.channel, resume])
+    outcome = "failed"
     try:
-        executor.start()
-        workers = list(executor.adapter.workers)
-        refs = executor.run_remote(run_worker, args=[spec, params, queue])
-        first_epoch_at: float | None = None
-        pending = list(refs)
-        while True:
-            try:
-                msg = queue.get(timeout=_POLL_S)
-            except Empty:
-                if not pending:
-                    break
-                done, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
-                _gather(done)
-                continue
+        _stream(group, refs, hyper, started, warm, resume)
+        outcome = "finished"
+    except SystemExit:
+        outcome = "stopped"
+        raise
+    finally:
+        _end(group, refs, outcome)
+
+
+def _stream(
+    group: backends.HorovodBackend,
+    refs: list[Any],
+    hyper: dict[str, Any],
+    started: float,
+    warm: bool,
+    resume: dict[str, Any] | None,
+) -> None:
+    """Relays rank 0's messages to Tune until the last epoch (or a worker failure)."""
+    first_epoch_at: float | None = None
+    pending = list(refs)
+    while True:
+        messages = ray.get(group.channel.drain.remote())
+        if not messages:
+            done, pending = ray.wait(pending, num_returns=len(pending), timeout=_POLL_S) if pending else ([], [])
+            _gather(done)
+            if not pending:
+                return
+            continue
+        for msg in messages:
             if msg["kind"] == "start":
                 first_epoch_at = msg["time"]
                 continue
+            metrics = dict(msg["metrics"])
+            metrics.update(
+                epoch=msg["epoch"],
+                epoch_time_s=msg["epoch_time_s"],
+                trial_finished=bool(msg["last"]),
+                stopped_by_patience=bool(msg["stopped_by_patience"]),
+                startup_s=(first_epoch_at - started) if first_epoch_at else None,
+                warm_start=warm,
+                resumed_from_epoch=int(resume["state"]["epoch"]) if resume else 0,
+                effective_learning_rate=hyper["effective_learning_rate"],
+                global_batch_size=hyper["global_batch_size"],
+            )
+            checkpoint = _save_checkpoint(msg)
             if msg["last"]:
-                # The scheduler may stop the trial at its final report (ASHA at max_t does): finish the
-                # workers' work before reporting it.
-                _write_audit(_gather(refs))
-                _report(msg, hyper, started, first_epoch_at)
+                # The scheduler may stop the trial at its final report (ASHA does at max_t): finish the
+                # workers' work first, and put the final model and row audit in the final checkpoint.
+                _write_results(_gather(refs), Path(checkpoint.path))
+            try:
+                tune.report(metrics, checkpoint=checkpoint)  # persists the checkpoint before returning
+            finally:
+                shutil.rmtree(checkpoint.path, ignore_errors=True)
+            if msg["last"]:
                 return
-            _report(msg, hyper, started, first_epoch_at)
-        _write_audit(_gather(refs))
-    finally:
-        for worker in workers:
-            ray.kill(worker, no_restart=True)
-        try:
-            executor.shutdown()
-        except Exception:  # noqa: BLE001 - the workers are already gone; nothing more to release
-            pass
-        ray.kill(queue.actor, no_restart=True)
+
+
+def _end(group: backends.HorovodBackend, refs: list[Any], outcome: str) -> None:
+    """Releases the workers: warm for the next trial when they are idle and healthy, else killed."""
+    reusable = False
+    if outcome == "finished":
+        reusable = True
+    elif outcome == "stopped":
+        group.channel.request_stop.remote()
+        done, pending = ray.wait(refs, num_returns=len(refs), timeout=STOP_GRACE_S)
+        reusable = not pending and _all_ok(done)
+    group.release(reusable=reusable)
+
+
+def _all_ok(refs: list[Any]) -> bool:
+    try:
+        ray.get(refs)
+        return True
+    except ray.exceptions.RayError:
+        return False
 
 
 def _gather(refs: list[Any]) -> list[dict[str, Any]]:
@@ -122,10 +183,13 @@ def _cause(exc: ray.exceptions.RayError) -> str:
     return str(exc).strip().splitlines()[-1]
 
 
-def _write_audit(results: list[dict[str, Any]]) -> None:
-    """Keeps each rank's per-epoch row counts and ids in the trial directory (``rows.json``)."""
-    path = Path(tune.get_context().get_trial_dir()) / "rows.json"
-    path.write_text(json.dumps(sorted(results, key=lambda r: r["rank"])))
+def _write_results(results: list[dict[str, Any]], directory: Path) -> None:
+    """Writes the final model (``model.keras``) and each rank's row audit (``rows.json``) to ``directory``."""
+    results = sorted(results, key=lambda r: r["rank"])
+    model = results[0].pop("model", None)
+    if model is not None:
+        (directory / "model.keras").write_bytes(model)
+    (directory / "rows.json").write_text(json.dumps(results))
 
 
 def make_trainable(spec: TrialSpec) -> Any:

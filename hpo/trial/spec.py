@@ -21,22 +21,23 @@ from hpo.errors import ConfigError
 TRAINER_PARAMS = ("learning_rate", "optimizer", "batch_size_per_worker")
 
 
-def scale_learning_rate(lr: float, workers: int, rule: str, reference_workers: int = 1) -> float:
-    """Rescales a learning rate for data-parallel training.
+def scale_learning_rate(lr: float, global_batch: int, reference_batch: int, rule: str) -> float:
+    """Rescales a learning rate for the global batch of data-parallel training.
 
-    With a fixed per-worker batch, the global batch grows with the worker count; ``linear`` scales the
-    learning rate by the same factor (Goyal et al., 2017), ``sqrt`` by its square root, ``none`` not at all.
+    The searched rate is meant for ``reference_batch``; with ``global_batch`` = per-worker batch ×
+    workers, ``linear`` multiplies it by ``global_batch / reference_batch`` (Goyal et al., 2017), ``sqrt``
+    by its square root, ``none`` leaves it. A rate found on 2 workers thus means the same on 8.
 
     Args:
-        lr: The learning rate as searched (meant for ``reference_workers`` workers).
-        workers: Workers in this trial.
+        lr: The learning rate as searched.
+        global_batch: Examples per optimizer step, over all workers.
+        reference_batch: The batch the searched rate refers to.
         rule: ``linear``, ``sqrt`` or ``none``.
-        reference_workers: Worker count the searched learning rate refers to.
 
     Returns:
         The learning rate the optimizer gets.
     """
-    factor = workers / reference_workers
+    factor = global_batch / reference_batch
     if rule == "linear":
         return lr * factor
     if rule == "sqrt":
@@ -90,6 +91,7 @@ class TrialSpec:
     gpus_per_worker: float
     batch_size_per_worker: int
     lr_scaling: str
+    reference_batch_size: int | None
     optimizer: str
     learning_rate: float
     patience: int
@@ -118,6 +120,7 @@ class TrialSpec:
             gpus_per_worker=t.gpus_per_worker,
             batch_size_per_worker=t.batch_size_per_worker,
             lr_scaling=t.lr_scaling,
+            reference_batch_size=t.reference_batch_size,
             optimizer=t.optimizer,
             learning_rate=t.learning_rate,
             patience=t.early_stopping.patience,
@@ -130,10 +133,11 @@ class TrialSpec:
         """The effective training settings for one trial's sampled ``params``."""
         batch = int(params.get("batch_size_per_worker", self.batch_size_per_worker))
         lr = float(params.get("learning_rate", self.learning_rate))
+        reference = self.reference_batch_size or batch
         return {
             "optimizer": str(params.get("optimizer", self.optimizer)),
             "learning_rate": lr,
-            "effective_learning_rate": scale_learning_rate(lr, self.workers, self.lr_scaling),
+            "effective_learning_rate": scale_learning_rate(lr, batch * self.workers, reference, self.lr_scaling),
             "batch_size_per_worker": batch,
             "global_batch_size": batch * self.workers,
             "steps_per_epoch": self.train.steps(batch, self.workers),

@@ -2,88 +2,160 @@
 
 The user's builder returns an uncompiled Keras 2 (tf-keras) model; this module compiles it with a
 Horovod ``DistributedOptimizer`` at the rescaled learning rate, feeds it this rank's Petastorm shard,
-and streams rank 0's per-epoch metrics (averaged over ranks) back to the trial driver.
+streams rank 0's per-epoch metrics (averaged over ranks) and checkpoints to the trial driver, and stops
+all ranks at the same step when the driver asks (a scheduler stop), leaving the workers reusable.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from hpo.trial.spec import TRAINER_PARAMS, TrialSpec, resolve_model
 
+#: Ranks agree on "stop now?" every this many batches (a tiny broadcast), and at every epoch end.
+STOP_CHECK_EVERY = 10
 
-def _keras_metrics(logs: dict[str, Any]) -> dict[str, float]:
-    return {k: float(v) for k, v in (logs or {}).items() if isinstance(v, (int, float)) or hasattr(v, "__float__")}
+
+def gpu_for_rank(local_rank: int, visible_gpus: int) -> int | None:
+    """The index of the GPU a rank uses among the GPUs its process sees (None: run on CPU).
+
+    Ray gives all workers of a node the union of their GPUs in ``CUDA_VISIBLE_DEVICES``; local rank i
+    takes the i-th (workers sharing a fractional GPU wrap around onto the same device).
+    """
+    if visible_gpus <= 0:
+        return None
+    return local_rank % visible_gpus
 
 
-def _make_callbacks(spec: TrialSpec, hvd: Any, keras: Any, queue: Any, rank: int) -> list[Any]:
-    class EpochStream(keras.callbacks.Callback):
-        """Sends rank 0's averaged epoch metrics to the driver (last in the list: sees final logs)."""
+def _pin_devices(tf: Any, local_rank: int, gpus_per_worker: float) -> None:
+    """On GPU nodes, let each rank see only its own GPU and grow memory on demand."""
+    gpus = tf.config.list_physical_devices("GPU")
+    index = gpu_for_rank(local_rank, len(gpus)) if gpus_per_worker > 0 else None
+    if index is None:
+        return
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    tf.config.set_visible_devices(gpus[index], "GPU")
+
+
+def _floats(logs: dict[str, Any] | None) -> dict[str, float]:
+    return {k: float(v) for k, v in (logs or {}).items() if hasattr(v, "__float__")}
+
+
+def _callbacks(
+    spec: TrialSpec, hvd: Any, keras: Any, channel: Any, rank: int, resume: dict | None
+) -> tuple[list[Any], Any]:
+    """Horovod broadcast + metric averaging, resumable EarlyStopping, synced stop, and rank 0's stream."""
+    import ray
+    from horovod.tensorflow import broadcast_object
+
+    class ResumableEarlyStopping(keras.callbacks.EarlyStopping):
+        """EarlyStopping whose best value, wait counter and best weights survive a resume."""
 
         def on_train_begin(self, logs: Any = None) -> None:
-            self.started = time.time()
-            self.epoch_start = self.started
-            queue.put({"kind": "start", "time": self.started})
+            super().on_train_begin(logs)
+            state = (resume or {}).get("early_stopping")
+            if state:
+                self.best, self.wait, self.best_epoch = state["best"], state["wait"], state["best_epoch"]
+                # No separate best weights in the checkpoint: the checkpoint epoch was the best one.
+                self.best_weights = resume.get("best_weights") or resume["weights"]
+
+    class SyncedStop(keras.callbacks.Callback):
+        """Stops every rank at the same batch when the driver asks (rank 0 reads, then broadcasts)."""
+
+        requested = False
+
+        def _check(self, name: str) -> None:
+            wanted = bool(ray.get(channel.should_stop.remote())) if rank == 0 else False
+            if broadcast_object(wanted, root_rank=0, name=name):
+                self.requested = True
+                self.model.stop_training = True
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            if (batch + 1) % STOP_CHECK_EVERY == 0:
+                self._check("hpo.stop.batch")
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            self._check("hpo.stop.epoch")
+
+    class EpochStream(keras.callbacks.Callback):
+        """Rank 0: sends averaged epoch metrics plus a checkpoint (weights in the object store)."""
+
+        def on_train_begin(self, logs: Any = None) -> None:
+            channel.put.remote({"kind": "start", "time": time.time()})
+            self.epoch_start = time.time()
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             self.epoch_start = time.time()
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             now = time.time()
-            last = bool(self.model.stop_training) or epoch + 1 >= spec.max_epochs
-            queue.put(
-                {
-                    "kind": "epoch",
-                    "epoch": epoch + 1,
-                    "metrics": _keras_metrics(logs),
-                    "epoch_time_s": now - self.epoch_start,
-                    "time": now,
-                    "last": last,
-                    "stopped_by_patience": bool(self.model.stop_training),
-                }
-            )
+            state = {
+                "epoch": epoch + 1,
+                "early_stopping": {"best": float(early.best), "wait": int(early.wait),
+                                   "best_epoch": int(early.best_epoch)},
+            }
+            improved = early.best_epoch == epoch
+            checkpoint = {
+                "state": state,
+                "weights": ray.put(self.model.get_weights()),
+                "best_weights": None if improved or early.best_weights is None else ray.put(early.best_weights),
+            }
+            ray.get(channel.put.remote({
+                "kind": "epoch",
+                "epoch": epoch + 1,
+                "metrics": _floats(logs),
+                "epoch_time_s": now - self.epoch_start,
+                "time": now,
+                "last": bool(self.model.stop_training) or epoch + 1 >= spec.max_epochs,
+                "stopped_by_patience": bool(self.model.stop_training) and early.stopped_epoch > 0,
+                "checkpoint": checkpoint,
+            }))
 
+    early = ResumableEarlyStopping(
+        monitor=spec.objective_metric,
+        mode=spec.objective_mode,
+        patience=spec.patience,
+        min_delta=spec.min_delta,
+        restore_best_weights=True,
+    )
+    synced = SyncedStop()
     callbacks = [
         hvd.callbacks.BroadcastGlobalVariablesCallback(0),
         # Average before EarlyStopping so every rank sees the same value and stops at the same epoch.
         hvd.callbacks.MetricAverageCallback(),
-        keras.callbacks.EarlyStopping(
-            monitor=spec.objective_metric,
-            mode=spec.objective_mode,
-            patience=spec.patience,
-            min_delta=spec.min_delta,
-            restore_best_weights=True,
-        ),
+        early,
+        synced,
     ]
     if rank == 0:
-        callbacks.append(EpochStream())
-    return callbacks
+        callbacks.append(EpochStream())  # last: sees EarlyStopping's decision for this epoch
+    return callbacks, synced
 
 
-def _pin_devices(tf: Any, hvd: Any, gpus_per_worker: float) -> None:
-    """On GPU nodes, let each rank see only its own GPU and grow memory on demand."""
-    gpus = tf.config.list_physical_devices("GPU")
-    if not gpus or gpus_per_worker <= 0:
-        return
-    for gpu in gpus:
-        tf.config.experimental.set_memory_growth(gpu, True)
-    tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
-
-
-def run_worker(spec: TrialSpec, params: dict[str, Any], queue: Any, record_ids: bool = True) -> dict[str, Any]:
+def run_worker(
+    spec: TrialSpec,
+    params: dict[str, Any],
+    channel: Any,
+    resume: dict[str, Any] | None = None,
+    record_ids: bool = True,
+) -> dict[str, Any]:
     """Trains the trial's model on this rank's shard.
 
     Args:
         spec: The sweep's trial spec.
         params: This trial's sampled parameters.
-        queue: A ``ray.util.queue.Queue``; rank 0 puts one message per epoch on it.
+        channel: The group's message actor (see ``hpo.trial.backend._Channel``).
+        resume: ``{"state": {...}, "weights": [...], "best_weights": [...]}`` from the last checkpoint.
         record_ids: Return the row ids read per epoch (training shard), for audits.
 
     Returns:
-        Per-rank facts: rank, size, rows read per epoch and (if recorded) the row ids of each epoch.
+        Per-rank facts: rank, size, pid, the optimizer's learning rate, rows read per epoch, the row ids
+        of each epoch (if recorded) and, on rank 0 of a finished trial, the saved model as bytes.
     """
     import hpo._env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -97,12 +169,14 @@ def run_worker(spec: TrialSpec, params: dict[str, Any], queue: Any, record_ids: 
     from hpo.data import ShardStream
 
     keras = tf.keras
-    hvd.init()
+    if not hvd.is_initialized():
+        hvd.init()
+        threads = max(1, int(spec.cpus_per_worker))
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+        _pin_devices(tf, hvd.local_rank(), spec.gpus_per_worker)
+    keras.backend.clear_session()  # a warm worker starts each trial from a clean graph
     rank, size = hvd.rank(), hvd.size()
-    threads = max(1, int(spec.cpus_per_worker))
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
-    _pin_devices(tf, hvd, spec.gpus_per_worker)
     seed = int(params.get("seed", spec.seed))
     keras.utils.set_random_seed(seed + 1000 * rank)
 
@@ -110,14 +184,12 @@ def run_worker(spec: TrialSpec, params: dict[str, Any], queue: Any, record_ids: 
     common = {"features": spec.features, "label": spec.label, "rank": rank, "size": size, "seed": seed}
     train = ShardStream(spec.train, steps=hyper["steps_per_epoch"], record_ids=record_ids, **common)
     val = ShardStream(spec.validation, steps=hyper["validation_steps"], shuffle=False, **common)
+    initial_epoch = int(resume["state"]["epoch"]) if resume else 0
+    train.epoch = val.epoch = initial_epoch  # a resumed trial continues the per-epoch shuffle sequence
 
     builder = resolve_model(spec.model)
     model_params = {k: v for k, v in params.items() if k not in TRAINER_PARAMS}
-    model = builder(
-        params=model_params,
-        input_shape=(spec.train.feature_dim,),
-        num_classes=spec.train.num_classes,
-    )
+    model = builder(params=model_params, input_shape=(spec.train.feature_dim,), num_classes=spec.train.num_classes)
     if not isinstance(model, keras.Model):
         raise TypeError(
             f"model builder '{spec.model}' returned {type(model).__module__}.{type(model).__name__}, not a "
@@ -126,24 +198,42 @@ def run_worker(spec: TrialSpec, params: dict[str, Any], queue: Any, record_ids: 
     optimizer = keras.optimizers.get(
         {"class_name": hyper["optimizer"], "config": {"learning_rate": hyper["effective_learning_rate"]}}
     )
-    model.compile(
-        optimizer=hvd.DistributedOptimizer(optimizer),
-        loss=spec.loss,
-        metrics=list(spec.metrics),
-    )
+    model.compile(optimizer=hvd.DistributedOptimizer(optimizer), loss=spec.loss, metrics=list(spec.metrics))
+    if resume:
+        model.set_weights(resume["weights"])
+    callbacks, synced = _callbacks(spec, hvd, keras, channel, rank, resume)
     model.fit(
         train.dataset(),
         steps_per_epoch=hyper["steps_per_epoch"],
         validation_data=val.dataset(),
         validation_steps=hyper["validation_steps"],
         epochs=spec.max_epochs,
-        callbacks=_make_callbacks(spec, hvd, keras, queue, rank),
+        initial_epoch=initial_epoch,
+        callbacks=callbacks,
         verbose=0,
     )
-    return {
+    result: dict[str, Any] = {
         "rank": rank,
         "size": size,
         "pid": os.getpid(),
+        "learning_rate": float(keras.backend.get_value(model.optimizer.learning_rate)),
+        "initial_epoch": initial_epoch,
         "epoch_rows": list(train.epoch_rows),
         "epoch_ids": [ids.tolist() for ids in train.epoch_ids],
     }
+    if rank == 0 and not synced.requested:
+        result["model"] = _inference_model_bytes(keras, model)
+    return result
+
+
+def _inference_model_bytes(keras: Any, model: Any) -> bytes:
+    """The trained model (EarlyStopping restored its best weights) as ``.keras`` bytes, uncompiled.
+
+    The Horovod-wrapped optimizer is left out, so the file loads with plain tf-keras, without Horovod.
+    """
+    inference = keras.models.clone_model(model)
+    inference.set_weights(model.get_weights())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.keras"
+        inference.save(path)
+        return path.read_bytes()

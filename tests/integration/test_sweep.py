@@ -79,7 +79,7 @@ def test_asha_stopped_weak_trials_mid_training(cli_sweep):
 
 def test_ranks_trained_on_disjoint_shards_covering_the_set(cli_sweep):
     sweep_dir = cli_sweep["work"] / "runs" / "small"
-    audits = sorted(sweep_dir.glob("*/rows.json"))
+    audits = sorted(sweep_dir.glob("*/checkpoint_*/rows.json"))
     assert audits, "no completed trial left a row audit"
     train_dir = next((cli_sweep["work"] / "runs" / "_data").glob("digits-*")) / "train"
     all_ids = np.sort(pq.read_table(train_dir, columns=["row_id"]).column(0).to_numpy())
@@ -93,6 +93,21 @@ def test_ranks_trained_on_disjoint_shards_covering_the_set(cli_sweep):
             assert not a & b, f"{audit}: epoch {e}: ranks share rows"
             assert sorted(a | b) == all_ids.tolist(), f"{audit}: epoch {e}: rows missing"
             assert ranks[0]["epoch_rows"][e] + ranks[1]["epoch_rows"][e] == len(all_ids)
+
+
+def test_completed_trials_saved_their_best_model(cli_sweep):
+    import tf_keras
+
+    import hpo._env  # noqa: F401
+
+    summary = json.loads((cli_sweep["work"] / "runs" / "small" / "summary.json").read_text())
+    completed = {t["trial_id"] for t in summary["trials"] if t["status"] == "completed"}
+    by_id = {t["trial_id"]: t for t in summary["trials"]}
+    models = [Path(by_id[i]["checkpoint"]) / "model.keras" for i in completed]
+    assert len(models) >= 1 and all(m.is_file() for m in models)
+    model = tf_keras.models.load_model(models[0])
+    probabilities = model.predict(np.zeros((3, 64), dtype=np.float32), verbose=0)
+    assert probabilities.shape == (3, 10) and np.allclose(probabilities.sum(axis=1), 1, atol=1e-4)
 
 
 def test_mlflow_parent_with_nested_trial_runs(cli_sweep):

@@ -57,12 +57,25 @@ def test_grid_algorithm_enumerates_categoricals():
     ("rule", "workers", "expected"),
     [("linear", 2, 0.02), ("linear", 8, 0.08), ("sqrt", 4, 0.02), ("none", 8, 0.01), ("linear", 1, 0.01)],
 )
-def test_learning_rate_scaling(rule, workers, expected):
-    assert math.isclose(scale_learning_rate(0.01, workers, rule), expected)
+def test_learning_rate_scales_with_global_batch(rule, workers, expected):
+    # Reference batch = one worker's batch (the default): the global batch grows with the workers.
+    assert math.isclose(scale_learning_rate(0.01, 32 * workers, 32, rule), expected)
 
 
-def test_learning_rate_scaling_relative_to_reference():
-    # A rate found on 2 workers means the same on 8 workers: 4x the global batch, 4x the rate.
-    assert math.isclose(scale_learning_rate(0.01, 8, "linear", reference_workers=2), 0.04)
+def test_learning_rate_scaling_relative_to_reference_batch():
+    # A rate found with a global batch of 64 (2 workers x 32) means the same on 8 workers: 4x the rate.
+    assert math.isclose(scale_learning_rate(0.01, 8 * 32, 64, "linear"), 0.04)
     with pytest.raises(ValueError):
-        scale_learning_rate(0.01, 2, "cubic")
+        scale_learning_rate(0.01, 64, 32, "cubic")
+
+
+def test_trial_spec_effective_values():
+    from hpo.data import DatasetInfo
+    from hpo.trial.spec import TrialSpec
+
+    info = DatasetInfo("file:///x", 1000, tuple([250, 250, 250, 250]), 8, 3, True)
+    config = parse_sweep(base_sweep(trial={"workers": 4, "batch_size_per_worker": 16, "reference_batch_size": 32}))
+    hyper = TrialSpec.from_config(config, info, info).hyper({"learning_rate": 0.01})
+    assert hyper["global_batch_size"] == 64
+    assert math.isclose(hyper["effective_learning_rate"], 0.02)
+    assert hyper["steps_per_epoch"] == 16  # 250 rows per shard / 16 per batch, rounded up
