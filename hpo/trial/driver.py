@@ -114,10 +114,11 @@ def _stream(
     while True:
         messages = ray.get(group.channel.drain.remote())
         if not messages:
-            done, pending = ray.wait(pending, num_returns=len(pending), timeout=_POLL_S) if pending else ([], [])
-            _gather(done)
             if not pending:
                 return
+            done, pending = ray.wait(pending, num_returns=len(pending), timeout=_POLL_S)
+            _gather(done)
+            # Drain once more before returning: rank 0 may have sent its last epoch just before it returned.
             continue
         for msg in messages:
             if msg["kind"] == "start":
