@@ -30,6 +30,8 @@ CLUSTER_CONFIG_ENV = "HPO_CLUSTER_CONFIG"
 #: Where ``ray up`` leaves the autoscaler config on the head node (``ray job submit`` runs there).
 RAY_BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml")
 
+#: Stands for "no limit" (a node group with max_count -1); more nodes than any trial has workers.
+_UNBOUNDED = 1000
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 _CREDENTIAL_KEYS = re.compile(r"(secret|password|access_key|access_key_id|credentials|api_key)$", re.IGNORECASE)
 _DASHBOARD_HOST = re.compile(r"--dashboard-host[= ](\S+)")
@@ -159,7 +161,7 @@ def _resources(node_type: dict[str, Any]) -> dict[str, float]:
 
 
 def _hpo_rules(raw: dict[str, Any], config: dict[str, Any], source: str) -> ClusterFileInfo:
-    """Checks hpo's own rules on the merged config on the merged config (``raw`` tells what the user wrote)."""
+    """Checks hpo's own rules on the merged config (``raw`` tells what the user wrote)."""
     head_type = config["head_node_type"]
     types = config["available_node_types"]
     gpu_types: list[NodeShape] = []
@@ -382,7 +384,9 @@ def _gcs_node_types() -> tuple[list[NodeShape], int] | None:
     if cluster_config is None or not cluster_config.node_group_configs:
         return None
     shapes = [
-        NodeShape(g.name, {k: float(v) for k, v in g.resources.items()}, g.max_count if g.max_count >= 0 else 10**6)
+        NodeShape(
+            g.name, {k: float(v) for k, v in g.resources.items()}, g.max_count if g.max_count >= 0 else _UNBOUNDED
+        )
         for g in cluster_config.node_group_configs
     ]
     return shapes, sum(s.count for s in shapes)
