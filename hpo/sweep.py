@@ -104,8 +104,10 @@ def preflight(config: SweepConfig, storage: Path, source: str) -> TrialSpec:
         import importlib.util
 
         if importlib.util.find_spec("torch") is None:
-            raise ConfigError(f"{source}: search.algorithm: optuna-gp needs torch, which is not installed; "
-                              "run '.venv/bin/pip install torch==2.13.0' or use optuna-tpe")
+            raise ConfigError(
+                f"{source}: search.algorithm: optuna-gp needs torch, which is not installed; "
+                "run '.venv/bin/pip install torch==2.13.0' or use optuna-tpe"
+            )
     train, validation = resolve_data(config, storage, source)
     resolve_model(config.model, source)
     return TrialSpec.from_config(config, train, validation)

@@ -14,8 +14,13 @@ from typing import Any
 
 from ray.tune import Callback
 
+#: The trial's effective training settings, reported with every epoch; logged once, as params.
+EFFECTIVE = ("effective_learning_rate", "global_batch_size", "steps_per_epoch", "validation_steps")
 #: Tune bookkeeping keys that are not model metrics.
 _SKIP = {
+    *EFFECTIVE,
+    "warm_start",
+    "resumed_from_epoch",
     "trial_finished",
     "stopped_by_patience",
     "epoch",
@@ -28,8 +33,6 @@ _SKIP = {
     "iterations_since_restore",
     "pid",
     "node_ip",
-    "effective_learning_rate",
-    "global_batch_size",
     "startup_s",
 }
 
@@ -146,7 +149,7 @@ class MlflowNesting(Callback):
         ]
         params = []
         if step == 1 or result.get("training_iteration") == 1:
-            params = [Param(k, str(result[k])) for k in ("effective_learning_rate", "global_batch_size") if k in result]
+            params = [Param(k, str(result[k])) for k in EFFECTIVE if k in result]
         self.client.log_batch(run_id, metrics=metrics, params=params)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:

@@ -17,8 +17,8 @@ from typing import Any
 
 from hpo.trial.spec import TRAINER_PARAMS, TrialSpec, resolve_model
 
-#: Ranks agree on "stop now?" every this many batches (a tiny broadcast), and at every epoch end.
-STOP_CHECK_EVERY = 10
+#: Ranks agree on "stop now?" (a tiny broadcast) about this many times per epoch, and at every epoch end.
+STOP_CHECKS_PER_EPOCH = 10
 
 
 def gpu_for_rank(local_rank: int, visible_gpus: int) -> int | None:
@@ -48,7 +48,7 @@ def _floats(logs: dict[str, Any] | None) -> dict[str, float]:
 
 
 def _callbacks(
-    spec: TrialSpec, hvd: Any, keras: Any, channel: Any, rank: int, resume: dict | None
+    spec: TrialSpec, hvd: Any, keras: Any, channel: Any, rank: int, resume: dict | None, steps_per_epoch: int
 ) -> tuple[list[Any], Any]:
     """Horovod broadcast + metric averaging, resumable EarlyStopping, synced stop, and rank 0's stream."""
     import ray
@@ -76,8 +76,10 @@ def _callbacks(
                 self.requested = True
                 self.model.stop_training = True
 
+        every = max(10, steps_per_epoch // STOP_CHECKS_PER_EPOCH)
+
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            if (batch + 1) % STOP_CHECK_EVERY == 0:
+            if (batch + 1) % self.every == 0:
                 self._check("hpo.stop.batch")
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
@@ -97,8 +99,11 @@ def _callbacks(
             now = time.time()
             state = {
                 "epoch": epoch + 1,
-                "early_stopping": {"best": float(early.best), "wait": int(early.wait),
-                                   "best_epoch": int(early.best_epoch)},
+                "early_stopping": {
+                    "best": float(early.best),
+                    "wait": int(early.wait),
+                    "best_epoch": int(early.best_epoch),
+                },
             }
             improved = early.best_epoch == epoch
             checkpoint = {
@@ -106,16 +111,20 @@ def _callbacks(
                 "weights": ray.put(self.model.get_weights()),
                 "best_weights": None if improved or early.best_weights is None else ray.put(early.best_weights),
             }
-            ray.get(channel.put.remote({
-                "kind": "epoch",
-                "epoch": epoch + 1,
-                "metrics": _floats(logs),
-                "epoch_time_s": now - self.epoch_start,
-                "time": now,
-                "last": bool(self.model.stop_training) or epoch + 1 >= spec.max_epochs,
-                "stopped_by_patience": bool(self.model.stop_training) and early.stopped_epoch > 0,
-                "checkpoint": checkpoint,
-            }))
+            ray.get(
+                channel.put.remote(
+                    {
+                        "kind": "epoch",
+                        "epoch": epoch + 1,
+                        "metrics": _floats(logs),
+                        "epoch_time_s": now - self.epoch_start,
+                        "time": now,
+                        "last": bool(self.model.stop_training) or epoch + 1 >= spec.max_epochs,
+                        "stopped_by_patience": bool(self.model.stop_training) and early.stopped_epoch > 0,
+                        "checkpoint": checkpoint,
+                    }
+                )
+            )
 
     early = ResumableEarlyStopping(
         monitor=spec.objective_metric,
@@ -201,7 +210,7 @@ def run_worker(
     model.compile(optimizer=hvd.DistributedOptimizer(optimizer), loss=spec.loss, metrics=list(spec.metrics))
     if resume:
         model.set_weights(resume["weights"])
-    callbacks, synced = _callbacks(spec, hvd, keras, channel, rank, resume)
+    callbacks, synced = _callbacks(spec, hvd, keras, channel, rank, resume, hyper["steps_per_epoch"])
     model.fit(
         train.dataset(),
         steps_per_epoch=hyper["steps_per_epoch"],
