@@ -28,14 +28,15 @@ def spec_for(**trial):
 
 def test_placement_group_has_a_driver_bundle_and_one_bundle_per_worker():
     pgf = placement(spec_for(workers=4, cpus_per_worker=2, gpus_per_worker=0.5))
-    assert pgf.bundles == [{}] + [{"CPU": 2.0, "GPU": 0.5}] * 4
+    # Ray keeps the empty driver bundle as a flag and lists the worker bundles.
+    assert pgf.head_bundle_is_empty and pgf.bundles == [{"CPU": 2.0, "GPU": 0.5}] * 4
     assert pgf.strategy == "PACK"
     assert pgf.required_resources == {"CPU": 8.0, "GPU": 2.0}
 
 
 def test_cpu_trials_ask_for_no_gpu():
     pgf = placement(spec_for(workers=2, cpus_per_worker=0.5))
-    assert pgf.bundles == [{}, {"CPU": 0.5}, {"CPU": 0.5}]
+    assert pgf.head_bundle_is_empty and pgf.bundles == [{"CPU": 0.5}, {"CPU": 0.5}]
 
 
 @pytest.mark.gpu
