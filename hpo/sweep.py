@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import hpo._env as _env
-from hpo.config import SweepConfig
+from hpo.config import REPEAT_KEY, SweepConfig
 from hpo.data import DatasetInfo, builtin_digits, describe, path_to_url, url_to_path, write_dataset
 from hpo.errors import ConfigError, SweepAborted
 from hpo.trial.spec import TrialSpec, resolve_model
@@ -104,8 +104,10 @@ def preflight(config: SweepConfig, storage: Path, source: str) -> TrialSpec:
         import importlib.util
 
         if importlib.util.find_spec("torch") is None:
-            raise ConfigError(f"{source}: search.algorithm: optuna-gp needs torch, which is not installed; "
-                              "run '.venv/bin/pip install torch==2.13.0' or use optuna-tpe")
+            raise ConfigError(
+                f"{source}: search.algorithm: optuna-gp needs torch, which is not installed; "
+                "run '.venv/bin/pip install torch==2.13.0' or use optuna-tpe"
+            )
     train, validation = resolve_data(config, storage, source)
     resolve_model(config.model, source)
     return TrialSpec.from_config(config, train, validation)
@@ -179,9 +181,12 @@ def _trial_rows(results: Any, config: SweepConfig, run_ids: dict[str, str]) -> l
             status = "completed"
         else:
             status = "stopped_early"
+        config_ = dict(result.config or {})
+        repeat = int(config_.pop(REPEAT_KEY, 0))
         row = {
             "trial_id": trial_id,
-            "params": {k: v for k, v in (result.config or {}).items()},
+            "params": config_,
+            "repeat": repeat,
             "status": status,
             "epochs": epochs,
             "metric": _best(values, mode),
@@ -222,7 +227,7 @@ def run_sweep(
     from hpo import tracking
     from hpo.cluster import check_trial_fits_cluster
     from hpo.progress import ConsoleProgress
-    from hpo.search import build_scheduler, build_searcher
+    from hpo.search import build_scheduler, build_searcher, tune_num_samples
     from hpo.space import to_param_space
     from hpo.trial.driver import make_trainable, worker_bundle
 
@@ -238,21 +243,29 @@ def run_sweep(
             _shutdown_ray()
         raise
     started = time.time()
-    sweep_run = tracking.start_sweep_run(
-        uri,
-        config.tracking.experiment or config.name,
-        config.name,
-        params=_flat_params(config),
-        tags={
-            "hpo.sweep_file": source,
-            "hpo.searcher": config.search.algorithm,
-            "hpo.scheduler": config.scheduler.type,
-        },
-    )
+    state_path = sweep_dir / "hpo_state.json"
+    resume = resume and tune.Tuner.can_restore(str(sweep_dir)) and state_path.is_file()
+    if resume:
+        sweep_run = tracking.resume_sweep_run(tracking.SweepRun(**json.loads(state_path.read_text())["mlflow"]))
+    else:
+        sweep_run = tracking.start_sweep_run(
+            uri,
+            config.tracking.experiment or config.name,
+            config.name,
+            params=_flat_params(config),
+            tags={
+                "hpo.sweep_file": source,
+                "hpo.searcher": config.search.algorithm,
+                "hpo.scheduler": config.scheduler.type,
+            },
+        )
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        state_path.write_text(json.dumps({"mlflow": sweep_run.__dict__}))
     nesting = tracking.MlflowNesting(sweep_run, config.objective.metric, config.objective.mode)
     callbacks: list[Any] = [nesting]
     if console is not None:
-        callbacks.append(ConsoleProgress(console, config.objective.metric, config.search.num_samples))
+        planned = config.search.num_samples * config.search.repeats
+        callbacks.append(ConsoleProgress(console, config.objective.metric, planned))
     trainable = make_trainable(spec)
     run_config = tune.RunConfig(
         name=config.name,
@@ -262,19 +275,20 @@ def run_sweep(
         failure_config=tune.FailureConfig(max_failures=config.trial.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
     )
-    if resume and tune.Tuner.can_restore(str(sweep_dir)):
+    if resume:
         tuner = tune.Tuner.restore(str(sweep_dir), trainable=trainable, resume_errored=True)
     else:
         tuner = tune.Tuner(
             trainable,
-            param_space=to_param_space(config),
+            param_space=to_param_space(config) if config.search.algorithm == "grid" else {},
             tune_config=tune.TuneConfig(
                 metric=config.objective.metric,
                 mode=config.objective.mode,
-                search_alg=build_searcher(config),
+                search_alg=build_searcher(config, sweep_dir, resume=False),
                 scheduler=build_scheduler(config),
-                num_samples=config.search.num_samples,
+                num_samples=tune_num_samples(config),
                 max_concurrent_trials=config.search.max_concurrent,
+                time_budget_s=config.search.time_budget_s,
                 reuse_actors=True,
             ),
             run_config=run_config,
@@ -290,7 +304,7 @@ def run_sweep(
             tracking.finish_sweep_run(sweep_run, {}, {"hpo.status": "failed"}, failed=True)
             if started_ray:
                 _shutdown_ray()
-    rows = _trial_rows(results, config, nesting.run_ids)
+    rows = _trial_rows(results, config, tracking.trial_run_ids(sweep_run))
     scored = [r for r in rows if r["metric"] is not None]
     pick = max if config.objective.mode == "max" else min
     best = pick(scored, key=lambda r: r["metric"]) if scored else None

@@ -23,7 +23,14 @@ RENDEZVOUS_TIMEOUT_S = 120
 
 
 class Backend(Protocol):
-    """A group of data-parallel workers for one trial."""
+    """A group of data-parallel workers for one trial.
+
+    Attributes:
+        channel: An actor handle with ``put``/``drain``/``request_stop``/``should_stop``/``reset``
+            (see :class:`_Channel`) through which rank 0 reports and the driver asks for a stop.
+    """
+
+    channel: Any
 
     def launch(self, fn: Callable[..., Any], args: list[Any]) -> list[Any]:
         """Runs ``fn(*args)`` on every worker; returns one Ray object ref per rank (rank order)."""

@@ -30,7 +30,7 @@ from hpo.trial import backend as backends
 from hpo.trial.spec import TrialSpec
 from hpo.trial.worker import run_worker
 
-_POLL_S = 0.1
+_POLL_S = 0.25
 #: Seconds stopped workers get to reach their next synced stop check before they are killed.
 STOP_GRACE_S = 15
 
@@ -101,7 +101,7 @@ def run_trial(spec: TrialSpec, params: dict[str, Any]) -> None:
 
 
 def _stream(
-    group: backends.HorovodBackend,
+    group: backends.Backend,
     refs: list[Any],
     hyper: dict[str, Any],
     started: float,
@@ -135,6 +135,8 @@ def _stream(
                 resumed_from_epoch=int(resume["state"]["epoch"]) if resume else 0,
                 effective_learning_rate=hyper["effective_learning_rate"],
                 global_batch_size=hyper["global_batch_size"],
+                steps_per_epoch=hyper["steps_per_epoch"],
+                validation_steps=hyper["validation_steps"],
             )
             checkpoint = _save_checkpoint(msg)
             if msg["last"]:
@@ -149,7 +151,7 @@ def _stream(
                 return
 
 
-def _end(group: backends.HorovodBackend, refs: list[Any], outcome: str) -> None:
+def _end(group: backends.Backend, refs: list[Any], outcome: str) -> None:
     """Releases the workers: warm for the next trial when they are idle and healthy, else killed."""
     reusable = False
     if outcome == "finished":

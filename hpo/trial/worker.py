@@ -15,10 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hpo.config import REPEAT_KEY
 from hpo.trial.spec import TRAINER_PARAMS, TrialSpec, resolve_model
 
-#: Ranks agree on "stop now?" every this many batches (a tiny broadcast), and at every epoch end.
-STOP_CHECK_EVERY = 10
+#: Ranks agree on "stop now?" (a tiny broadcast) about this many times per epoch, and at every epoch end.
+STOP_CHECKS_PER_EPOCH = 10
 
 
 def gpu_for_rank(local_rank: int, visible_gpus: int) -> int | None:
@@ -48,7 +49,7 @@ def _floats(logs: dict[str, Any] | None) -> dict[str, float]:
 
 
 def _callbacks(
-    spec: TrialSpec, hvd: Any, keras: Any, channel: Any, rank: int, resume: dict | None
+    spec: TrialSpec, hvd: Any, keras: Any, channel: Any, rank: int, resume: dict | None, steps_per_epoch: int
 ) -> tuple[list[Any], Any]:
     """Horovod broadcast + metric averaging, resumable EarlyStopping, synced stop, and rank 0's stream."""
     import ray
@@ -76,8 +77,10 @@ def _callbacks(
                 self.requested = True
                 self.model.stop_training = True
 
+        every = max(10, steps_per_epoch // STOP_CHECKS_PER_EPOCH)
+
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            if (batch + 1) % STOP_CHECK_EVERY == 0:
+            if (batch + 1) % self.every == 0:
                 self._check("hpo.stop.batch")
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
@@ -97,8 +100,11 @@ def _callbacks(
             now = time.time()
             state = {
                 "epoch": epoch + 1,
-                "early_stopping": {"best": float(early.best), "wait": int(early.wait),
-                                   "best_epoch": int(early.best_epoch)},
+                "early_stopping": {
+                    "best": float(early.best),
+                    "wait": int(early.wait),
+                    "best_epoch": int(early.best_epoch),
+                },
             }
             improved = early.best_epoch == epoch
             checkpoint = {
@@ -106,16 +112,20 @@ def _callbacks(
                 "weights": ray.put(self.model.get_weights()),
                 "best_weights": None if improved or early.best_weights is None else ray.put(early.best_weights),
             }
-            ray.get(channel.put.remote({
-                "kind": "epoch",
-                "epoch": epoch + 1,
-                "metrics": _floats(logs),
-                "epoch_time_s": now - self.epoch_start,
-                "time": now,
-                "last": bool(self.model.stop_training) or epoch + 1 >= spec.max_epochs,
-                "stopped_by_patience": bool(self.model.stop_training) and early.stopped_epoch > 0,
-                "checkpoint": checkpoint,
-            }))
+            ray.get(
+                channel.put.remote(
+                    {
+                        "kind": "epoch",
+                        "epoch": epoch + 1,
+                        "metrics": _floats(logs),
+                        "epoch_time_s": now - self.epoch_start,
+                        "time": now,
+                        "last": bool(self.model.stop_training) or epoch + 1 >= spec.max_epochs,
+                        "stopped_by_patience": bool(self.model.stop_training) and early.stopped_epoch > 0,
+                        "checkpoint": checkpoint,
+                    }
+                )
+            )
 
     early = ResumableEarlyStopping(
         monitor=spec.objective_metric,
@@ -177,7 +187,7 @@ def run_worker(
         _pin_devices(tf, hvd.local_rank(), spec.gpus_per_worker)
     keras.backend.clear_session()  # a warm worker starts each trial from a clean graph
     rank, size = hvd.rank(), hvd.size()
-    seed = int(params.get("seed", spec.seed))
+    seed = spec.seed + 7919 * int(params.get(REPEAT_KEY, 0))  # each repeat: its own init and data order
     keras.utils.set_random_seed(seed + 1000 * rank)
 
     hyper = spec.hyper(params)
@@ -188,7 +198,7 @@ def run_worker(
     train.epoch = val.epoch = initial_epoch  # a resumed trial continues the per-epoch shuffle sequence
 
     builder = resolve_model(spec.model)
-    model_params = {k: v for k, v in params.items() if k not in TRAINER_PARAMS}
+    model_params = {k: v for k, v in params.items() if k not in TRAINER_PARAMS and k != REPEAT_KEY}
     model = builder(params=model_params, input_shape=(spec.train.feature_dim,), num_classes=spec.train.num_classes)
     if not isinstance(model, keras.Model):
         raise TypeError(
@@ -201,7 +211,7 @@ def run_worker(
     model.compile(optimizer=hvd.DistributedOptimizer(optimizer), loss=spec.loss, metrics=list(spec.metrics))
     if resume:
         model.set_weights(resume["weights"])
-    callbacks, synced = _callbacks(spec, hvd, keras, channel, rank, resume)
+    callbacks, synced = _callbacks(spec, hvd, keras, channel, rank, resume, hyper["steps_per_epoch"])
     model.fit(
         train.dataset(),
         steps_per_epoch=hyper["steps_per_epoch"],

@@ -48,8 +48,14 @@ def test_sigkilled_worker_resumes_from_its_checkpoint(tmp_path, write_sweep):
     sweep["trial"].update(max_epochs=8, batch_size_per_worker=8, max_failures=2, early_stopping={"patience": 8})
     sweep["space"] = {"learning_rate": {"type": "categorical", "choices": [0.002]}}
     path = write_sweep(sweep)
-    proc = subprocess.Popen([HPO, "tune", str(path), "--storage", str(tmp_path / "runs")], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [HPO, "tune", str(path), "--storage", str(tmp_path / "runs")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     killed_at = None
     try:
         deadline = time.time() + 300

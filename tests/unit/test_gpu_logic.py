@@ -1,0 +1,53 @@
+"""GPU placement rules, tested on logic here; the `gpu` test runs only on a machine with a GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpo.config import parse_sweep
+from hpo.trial.driver import placement
+from hpo.trial.worker import gpu_for_rank
+from tests.conftest import base_sweep
+
+
+@pytest.mark.parametrize(
+    ("local_rank", "visible", "expected"),
+    [(0, 0, None), (3, 0, None), (0, 1, 0), (1, 1, 0), (0, 4, 0), (3, 4, 3), (5, 4, 1), (1, 2, 1)],
+)
+def test_each_local_rank_takes_its_own_gpu(local_rank, visible, expected):
+    assert gpu_for_rank(local_rank, visible) == expected
+
+
+def spec_for(**trial):
+    from hpo.data import DatasetInfo
+    from hpo.trial.spec import TrialSpec
+
+    info = DatasetInfo("file:///x", 96, (4,) * 24, 8, 3, True)
+    return TrialSpec.from_config(parse_sweep(base_sweep(trial=trial)), info, info)
+
+
+def test_placement_group_has_a_driver_bundle_and_one_bundle_per_worker():
+    pgf = placement(spec_for(workers=4, cpus_per_worker=2, gpus_per_worker=0.5))
+    # Ray keeps the empty driver bundle as a flag and lists the worker bundles.
+    assert pgf.head_bundle_is_empty and pgf.bundles == [{"CPU": 2.0, "GPU": 0.5}] * 4
+    assert pgf.strategy == "PACK"
+    assert pgf.required_resources == {"CPU": 8.0, "GPU": 2.0}
+
+
+def test_cpu_trials_ask_for_no_gpu():
+    pgf = placement(spec_for(workers=2, cpus_per_worker=0.5))
+    assert pgf.head_bundle_is_empty and pgf.bundles == [{"CPU": 0.5}, {"CPU": 0.5}]
+
+
+@pytest.mark.gpu
+def test_rank_sees_only_its_gpu_with_memory_growth():
+    import tensorflow as tf
+
+    import hpo._env  # noqa: F401
+    from hpo.trial.worker import _pin_devices
+
+    gpus = tf.config.list_physical_devices("GPU")
+    assert gpus, "this test needs a GPU"
+    _pin_devices(tf, local_rank=0, gpus_per_worker=1)
+    assert tf.config.get_visible_devices("GPU") == [gpus[0]]
+    assert tf.config.experimental.get_memory_growth(gpus[0])
