@@ -192,22 +192,30 @@ class SweepConfig(_Model):
                     f"use {points} (each point once) or a multiple of it",
                 )
             if self.search.repeats != 1:
-                raise _KeyedError("search.repeats", "repeats are not supported with grid search; "
-                                  "list the point several times via num_samples, or use random")
+                raise _KeyedError(
+                    "search.repeats",
+                    "repeats are not supported with grid search; "
+                    "list the point several times via num_samples, or use random",
+                )
         for name, spec in self.space.items():
             for parent, value in (spec.when or {}).items():
                 other = self.space.get(parent)
                 if other is None or other.type not in ("categorical", "grid"):
-                    raise _KeyedError(f"space.{name}.when", f"'{parent}' is not a categorical parameter of "
-                                      "the space; condition on a categorical parameter")
+                    raise _KeyedError(
+                        f"space.{name}.when",
+                        f"'{parent}' is not a categorical parameter of the space; condition on a categorical parameter",
+                    )
                 allowed = other.choices or other.values or []
                 wanted = value if isinstance(value, list) else [value]
                 if not set(map(str, wanted)) <= set(map(str, allowed)):
-                    raise _KeyedError(f"space.{name}.when", f"{value!r} is not a choice of '{parent}' "
-                                      f"({allowed}); use one of them")
+                    raise _KeyedError(
+                        f"space.{name}.when", f"{value!r} is not a choice of '{parent}' ({allowed}); use one of them"
+                    )
                 if algorithm == "grid":
-                    raise _KeyedError(f"space.{name}.when", "conditional parameters are not supported with "
-                                      "grid search; use optuna-tpe or random")
+                    raise _KeyedError(
+                        f"space.{name}.when",
+                        "conditional parameters are not supported with grid search; use optuna-tpe or random",
+                    )
         metric = self.objective.metric
         known = {"loss", *(self.trial.metrics or default_metrics(self.data.task))}
         base = metric[4:] if metric.startswith("val_") else metric

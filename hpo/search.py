@@ -23,6 +23,7 @@ from ray.tune.search import BasicVariantGenerator, Repeater
 
 from hpo.config import SweepConfig
 from hpo.space import define_by_run
+from hpo.warmstart import Mode, seed_study
 
 #: Tune's iteration counter; one iteration is one epoch of a trial.
 TIME_ATTR = "training_iteration"
@@ -45,13 +46,21 @@ def study_url(sweep_dir: Path) -> str:
     return f"sqlite:///{sweep_dir / 'optuna.db'}"
 
 
-def build_searcher(config: SweepConfig, sweep_dir: Path, resume: bool = False) -> Any:
+def build_searcher(
+    config: SweepConfig,
+    sweep_dir: Path,
+    resume: bool = False,
+    warm_points: list[tuple[dict[str, Any], float]] | None = None,
+    warm_mode: Mode = "prior",
+) -> Any:
     """Returns the Tune search algorithm named by ``search.algorithm`` (wrapped for repeats).
 
     Args:
         config: The sweep.
         sweep_dir: ``STORAGE/NAME``; the Optuna study is kept there.
         resume: Continue the persisted study instead of starting a fresh one.
+        warm_points: ``(params, metric)`` of a previous sweep to seed the study with.
+        warm_mode: ``prior`` (told as finished trials) or ``reevaluate`` (queued to run first).
     """
     if config.search.algorithm == "grid":
         return BasicVariantGenerator(random_state=config.search.seed)
@@ -66,6 +75,8 @@ def build_searcher(config: SweepConfig, sweep_dir: Path, resume: bool = False) -
             optuna.delete_study(study_name=config.name, storage=storage)
         except KeyError:
             pass
+        if warm_points:
+            seed_study(study_url(sweep_dir), config, warm_points, warm_mode)
     searcher = OptunaSearch(
         space=define_by_run(config),
         metric=config.objective.metric,

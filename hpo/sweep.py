@@ -208,6 +208,9 @@ def run_sweep(
     address: str | None = None,
     resume: bool = False,
     console: Any = None,
+    warm_start: str | None = None,
+    warm_start_k: int = 5,
+    warm_start_mode: str = "prior",
 ) -> TuneResult:
     """Runs a whole sweep and writes ``STORAGE/NAME/summary.json``.
 
@@ -218,6 +221,9 @@ def run_sweep(
         address: Ray address to connect to (``auto``, ``ray://…``); default: a new local Ray.
         resume: Continue an interrupted sweep of the same name.
         console: A ``rich`` console for progress lines (None: quiet).
+        warm_start: A previous sweep (name in ``storage``, or its ``summary.json`` path) to seed the study.
+        warm_start_k: How many of its best configurations to take.
+        warm_start_mode: ``prior`` (use their results) or ``reevaluate`` (train them again first).
 
     Returns:
         The sweep's result.
@@ -234,6 +240,18 @@ def run_sweep(
     storage = Path(storage).resolve()
     sweep_dir = storage / config.name
     spec = preflight(config, storage, source)
+    warm_points = None
+    if warm_start:
+        from hpo.warmstart import previous_best
+
+        if config.search.algorithm == "grid":
+            raise ConfigError(
+                f"{source}: search.algorithm: --warm-start needs an Optuna-backed searcher "
+                "(optuna-tpe, optuna-gp, random), not grid"
+            )
+        previous = Path(warm_start)
+        previous = previous if previous.suffix == ".json" else storage / warm_start / "summary.json"
+        warm_points = previous_best(previous, config, warm_start_k)
     uri = tracking.normalize_uri(config.tracking.mlflow_uri)
     started_ray = start_ray(address)
     try:
@@ -284,7 +302,7 @@ def run_sweep(
             tune_config=tune.TuneConfig(
                 metric=config.objective.metric,
                 mode=config.objective.mode,
-                search_alg=build_searcher(config, sweep_dir, resume=False),
+                search_alg=build_searcher(config, sweep_dir, False, warm_points, warm_start_mode),
                 scheduler=build_scheduler(config),
                 num_samples=tune_num_samples(config),
                 max_concurrent_trials=config.search.max_concurrent,
@@ -304,7 +322,9 @@ def run_sweep(
             tracking.finish_sweep_run(sweep_run, {}, {"hpo.status": "failed"}, failed=True)
             if started_ray:
                 _shutdown_ray()
-    rows = _trial_rows(results, config, tracking.trial_run_ids(sweep_run))
+    run_ids = tracking.trial_run_ids(sweep_run)
+    rows = _trial_rows(results, config, run_ids)
+    tracking.close_lost_runs(sweep_run, set(run_ids) - {r["trial_id"] for r in rows})
     scored = [r for r in rows if r["metric"] is not None]
     pick = max if config.objective.mode == "max" else min
     best = pick(scored, key=lambda r: r["metric"]) if scored else None
@@ -358,4 +378,42 @@ def _flat_params(config: SweepConfig) -> dict[str, Any]:
     for section in ("data", "objective", "search", "scheduler", "trial"):
         for key, value in getattr(config, section).model_dump().items():
             out[f"{section}.{key}"] = value
+    return out
+
+
+def partition(config: SweepConfig, column: str, storage: Path, source: str) -> list[tuple[str, SweepConfig]]:
+    """Splits a sweep's data by the values of ``column`` into one sweep per value.
+
+    Each partition gets its own dataset (written under ``STORAGE/_data/NAME/COLUMN=VALUE``), its own name
+    (``NAME-VALUE``), and so its own Optuna study, MLflow parent run and ``summary.json``.
+
+    Returns:
+        ``(value, config)`` per partition, in value order.
+    """
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    d = config.data
+    if d.train.startswith("builtin:"):
+        raise ConfigError(f"{source}: data.train: --partition-by needs a file:// dataset, not {d.train}")
+    path = url_to_path(d.train)
+    names = pq.read_schema(next(iter(sorted(path.rglob("*.parquet")))) if path.is_dir() else path).names
+    if column not in names:
+        raise ConfigError(
+            f"{source}: data.train: column '{column}' not found (columns: {', '.join(names)}); "
+            "pass --partition-by with one of them"
+        )
+    table = pq.read_table(path, columns=[d.features, d.label, column])
+    keys = table.column(column).to_numpy(zero_copy_only=False)
+    x = np.asarray(table.column(d.features).to_pylist(), dtype=np.float32)
+    y = table.column(d.label).to_numpy()
+    out = []
+    for value in sorted(set(keys.tolist()), key=str):
+        rows = np.flatnonzero(keys == value)
+        url = path_to_url(storage / "_data" / config.name / f"{column}={value}")
+        write_dataset(x[rows], y[rows], url, features_column=d.features, label_column=d.label, row_ids=rows)
+        data = config.model_dump()
+        data["name"] = f"{config.name}-{value}"
+        data["data"].update(train=url, validation=None)
+        out.append((str(value), SweepConfig.model_validate(data)))
     return out

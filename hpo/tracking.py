@@ -105,6 +105,16 @@ def trial_run_ids(sweep: SweepRun, client: Any = None) -> dict[str, str]:
     return {r.data.tags["hpo.trial_id"]: r.info.run_id for r in runs if "hpo.trial_id" in r.data.tags}
 
 
+def close_lost_runs(sweep: SweepRun, trial_ids: set[str]) -> None:
+    """Closes the runs of trials a crash took away before Tune saved them (a resumed sweep reran them)."""
+    client = _client(sweep.uri)
+    for trial_id, run_id in trial_run_ids(sweep, client).items():
+        if trial_id in trial_ids:
+            client.set_tag(run_id, "hpo.status", "lost")
+            client.set_tag(run_id, "hpo.stop_reason", "the sweep crashed before this trial was saved; it was rerun")
+            client.set_terminated(run_id, "KILLED")
+
+
 def resume_sweep_run(sweep: SweepRun) -> SweepRun:
     """Marks an interrupted sweep's parent run as running again and returns it."""
     _client(sweep.uri).update_run(sweep.parent_run_id, status="RUNNING")

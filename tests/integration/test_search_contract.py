@@ -129,3 +129,22 @@ def test_repeats_run_each_config_with_different_seeds(ray_session, tmp_path, mon
             (trial_dir,) = (tmp_path / "runs" / "repeats").glob(f"hpo_trial_{trial['trial_id']}_*")
             lasts.append(float(pd.read_csv(trial_dir / "progress.csv")["val_accuracy"].iloc[-1]))
         assert t.value == pytest.approx(sum(lasts) / 2)
+
+
+def test_warm_start_from_a_previous_sweep(ray_session, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    storage = tmp_path / "runs"
+    first = hpo.tune(tiny("daily-1", "random", "fifo", num_samples=3), storage=storage)
+    ranked = sorted(first.summary["trials"], key=lambda t: t["metric"], reverse=True)
+
+    prior = hpo.tune(tiny("daily-2", "optuna-tpe", "fifo", num_samples=2), storage=storage,
+                     warm_start="daily-1", warm_start_k=2, warm_start_mode="prior")
+    study = optuna.load_study(study_name="daily-2", storage=study_url(storage / "daily-2"))
+    seeded = [(t.params, t.value) for t in study.trials[:2]]
+    assert seeded == [(t["params"], t["metric"]) for t in ranked[:2]]  # told, not rerun
+    assert len(prior.summary["trials"]) == 2 and len(study.trials) == 4
+
+    again = hpo.tune(tiny("daily-3", "optuna-tpe", "fifo", num_samples=2), storage=storage,
+                     warm_start=str(first.summary_path), warm_start_k=1, warm_start_mode="reevaluate")
+    rerun = [t["params"] for t in again.summary["trials"]]
+    assert ranked[0]["params"] in rerun  # the previous best was trained again
