@@ -186,13 +186,13 @@ def _trial_rows(results: Any, config: SweepConfig, run_ids: dict[str, str]) -> l
         row = {
             "trial_id": trial_id,
             "params": config_,
-            "repeat": repeat,
             "status": status,
             "epochs": epochs,
             "metric": _best(values, mode),
             "stopped_early": status == "stopped_early",
             "mlflow_run_id": run_ids.get(trial_id),
             "checkpoint": result.checkpoint.path if result.checkpoint else None,
+            "repeat": repeat,
         }
         if result.error is not None:
             row["error"] = str(result.error).strip().splitlines()[-1][:500]
