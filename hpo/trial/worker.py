@@ -198,7 +198,7 @@ def run_worker(
 
     builder = resolve_model(spec.model)
     model_params = {k: v for k, v in params.items() if k not in TRAINER_PARAMS}
-    model = builder(params=model_params, input_shape=(spec.train.feature_dim,), num_classes=spec.train.num_classes)
+    model = builder(params=model_params, input_shape=spec.train.input_shape, num_classes=spec.train.num_classes)
     if not isinstance(model, keras.Model):
         raise TypeError(
             f"model builder '{spec.model}' returned {type(model).__module__}.{type(model).__name__}, not a "
