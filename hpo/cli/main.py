@@ -136,3 +136,7 @@ def report(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: St
 def main() -> None:
     """Console-script entry point."""
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -98,9 +98,7 @@ def convert(
     where = str(src) if isinstance(src, (str, Path)) else dest_url
     data = load_source(src) if isinstance(src, (str, Path)) else src
     if validation_fraction is not None and not 0 < validation_fraction < 1:
-        raise ConfigError(
-            f"{where}: --validation-fraction: {validation_fraction} is not between 0 and 1; use e.g. 0.2"
-        )
+        raise ConfigError(f"{where}: --validation-fraction: {validation_fraction} is not between 0 and 1; use e.g. 0.2")
     n = _num_rows(data, label, where)
     data = _with_row_ids(data, n)
     groups: list[tuple[str, Any]] = [("", data)]
@@ -115,8 +113,10 @@ def convert(
         groups = []
         for value in np.unique(values):
             part = _rows(data, np.flatnonzero(values == value))
-            part = {k: v for k, v in part.items() if k != split_by} if isinstance(part, dict) else part.drop(
-                columns=[split_by]
+            part = (
+                {k: v for k, v in part.items() if k != split_by}
+                if isinstance(part, dict)
+                else part.drop(columns=[split_by])
             )
             groups.append((f"{_UNSAFE.sub('_', split_by)}={_UNSAFE.sub('_', str(value))}", part))
     root = url_to_path(dest_url)
@@ -124,7 +124,7 @@ def convert(
     for name, part in groups:
         base = root / name if name else root
         if validation_fraction is None:
-            written.append(_write(part, base, label, features_column))
+            written.append(_write(part, base, label, features_column, where))
             continue
         rows = _num_rows(part, label, where)
         order = np.random.default_rng(seed).permutation(rows)
@@ -134,14 +134,14 @@ def convert(
                 f"{where}: --validation-fraction: {validation_fraction} of {rows} rows leaves an empty "
                 f"{'validation' if n_val < 1 else 'training'} set{f' in {name}' if name else ''}; change it"
             )
-        written.append(_write(_rows(part, np.sort(order[n_val:])), base / "train", label, features_column))
-        written.append(_write(_rows(part, np.sort(order[:n_val])), base / "validation", label, features_column))
+        written.append(_write(_rows(part, np.sort(order[n_val:])), base / "train", label, features_column, where))
+        written.append(_write(_rows(part, np.sort(order[:n_val])), base / "validation", label, features_column, where))
     return written
 
 
-def _write(data: Any, dest: Path, label: str, features_column: str) -> DatasetInfo:
+def _write(data: Any, dest: Path, label: str, features_column: str, where: str) -> DatasetInfo:
     url = "file://" + str(dest)
-    write_dataset(data, url, label=label, features_column=features_column)
+    write_dataset(data, url, label=label, features_column=features_column, source=where)
     y = np.asarray(data[label])
     task = "classification" if np.issubdtype(y.dtype, np.integer) and y.min() >= 0 else "regression"
     return describe(url, features=features_column, label=label, task=task)

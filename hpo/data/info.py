@@ -110,8 +110,7 @@ def describe(
     for ckey, column in (("data.features", features), ("data.label", label)):
         if column not in names:
             raise ConfigError(
-                f"{where}: {ckey}: column '{column}' not found (columns: {', '.join(names)}); "
-                f"set {ckey} to one of them"
+                f"{where}: {ckey}: column '{column}' not found (columns: {', '.join(names)}); set {ckey} to one of them"
             )
     _check_features(where, features, schema.field(features).type)
     group_rows: list[int] = []

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from hpo.data.info import DatasetInfo
+from hpo.data.reader import open_batch_reader
 from hpo.data.write import ROW_ID
 from hpo.errors import ConfigError
 
@@ -43,11 +44,10 @@ class ReaderCache:
         return str(Path(self.root).expanduser() / hashlib.sha1(key.encode()).hexdigest()[:16])
 
     def reader_kwargs(self, info: DatasetInfo, fields: list[str]) -> dict[str, Any]:
-        """``make_batch_reader`` arguments: a local-disk cache that is not deleted when the reader exits."""
+        """Petastorm local-disk cache arguments: a cache that is not deleted when the reader exits."""
         limit = self.size_limit_mb * 2**20
         row_bytes = info.feature_dim * 4 + 16
         return {
-            "cache_type": "local-disk",
             "cache_location": self.location(info, fields),
             "cache_size_limit": limit,
             # Only used by Petastorm's sanity check (limit / shards >= 5 rows).
@@ -71,9 +71,10 @@ class ShardStream:
     Batches are re-cut from Petastorm's row groups so that every rank runs the same number of steps
     (Horovod hangs otherwise) while no row is repeated or skipped: a shard with fewer rows gets
     slightly smaller batches. Each epoch opens a fresh reader whose row-group order is shuffled with a
-    per-epoch seed, and rows are shuffled across ``mix_groups`` consecutive row groups. Petastorm's
-    ``dummy`` pool is used, since the thread pool of Petastorm 0.13.1 loses row groups at epoch ends;
-    the row count of every epoch is checked anyway.
+    per-epoch seed, and rows are shuffled across ``mix_groups`` consecutive row groups. Row groups are
+    decoded on the calling thread (:class:`~hpo.data.reader.InlinePool`, Petastorm's dummy pool without
+    its 100 ms waits), since the thread pool of Petastorm 0.13.1 loses row groups at epoch ends; the row
+    count of every epoch is checked anyway.
 
     Args:
         info: Dataset description.
@@ -134,21 +135,16 @@ class ShardStream:
         return [base + 1] * extra + [base] * (self.steps - extra)
 
     def _row_groups(self, epoch: int) -> Iterator[Chunk]:
-        from petastorm import make_batch_reader
-
         fields = [self.features, self.label] + ([ROW_ID] if self.record_ids else [])
-        cache = self.cache.reader_kwargs(self.info, fields) if self.cache else {}
-        with make_batch_reader(
+        with open_batch_reader(
             self.info.url,
-            schema_fields=fields,
-            reader_pool_type="dummy",
-            num_epochs=1,
-            cur_shard=self.rank,
+            fields=fields,
+            shard=self.rank,
             shard_count=self.size,
             shuffle_row_groups=self.shuffle,
-            seed=epoch_seed(self.seed, epoch),
+            seed=epoch_seed(self.seed, epoch) if self.shuffle else None,
+            cache=self.cache.reader_kwargs(self.info, fields) if self.cache else None,
             filesystem=self.filesystem,
-            **cache,
         ) as reader:
             for group in reader:
                 x = np.asarray(getattr(group, self.features), dtype=np.float32)

@@ -59,9 +59,7 @@ def _features_and_labels(
         if features_column in data.columns and data[features_column].dtype == object:
             x = np.stack([np.asarray(v, dtype=np.float32) for v in data[features_column]])
         else:
-            numeric = [
-                c for c in data.columns if c not in (label, ROW_ID) and pd.api.types.is_numeric_dtype(data[c])
-            ]
+            numeric = [c for c in data.columns if c not in (label, ROW_ID) and pd.api.types.is_numeric_dtype(data[c])]
             if not numeric:
                 raise ConfigError(f"{where}: (columns): no numeric feature columns besides '{label}'; add some")
             x = data[numeric].to_numpy(dtype=np.float32)
@@ -99,6 +97,7 @@ def write_dataset(
     label: str = "label",
     features_column: str = "features",
     row_ids: np.ndarray | None = None,
+    source: str | None = None,
 ) -> str:
     """Writes data as an hpo Parquet dataset (one file, shard-friendly row groups).
 
@@ -113,6 +112,7 @@ def write_dataset(
         label: Name of the label column (and of the label in a DataFrame or mapping).
         features_column: Name of the features column.
         row_ids: Row identifiers; defaults to the data's ``row_id`` or ``0..rows-1``.
+        source: What to name in error messages (defaults to ``url``).
 
     Returns:
         The dataset URL.
@@ -120,15 +120,16 @@ def write_dataset(
     Raises:
         ConfigError: For missing columns, mismatched lengths or no rows.
     """
-    x, y, ids = _features_and_labels(data, labels, label, features_column, url)
+    where = source or url
+    x, y, ids = _features_and_labels(data, labels, label, features_column, where)
     if row_ids is not None:
         ids = np.asarray(row_ids)
     if len(x) == 0:
-        raise ConfigError(f"{url}: (data): no rows to write; check the source")
+        raise ConfigError(f"{where}: (data): no rows to write; check the source")
     if len(y) != len(x) or (ids is not None and len(ids) != len(x)):
-        raise ConfigError(f"{url}: (data): {len(x)} feature rows but {len(y)} labels; pass arrays of equal length")
+        raise ConfigError(f"{where}: (data): {len(x)} feature rows but {len(y)} labels; pass arrays of equal length")
     if not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
-        raise ConfigError(f"{url}: {features_column}: features are {x.dtype}, not numeric; encode them as numbers")
+        raise ConfigError(f"{where}: {features_column}: features are {x.dtype}, not numeric; encode them as numbers")
     shape = tuple(int(d) for d in x.shape[1:]) or (1,)
     flat = np.ascontiguousarray(x, dtype=np.float32).reshape(len(x), -1)
     ids = np.arange(len(x), dtype=np.int64) if ids is None else ids.astype(np.int64)

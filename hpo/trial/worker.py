@@ -190,7 +190,14 @@ def run_worker(
     keras.utils.set_random_seed(seed + 1000 * rank)
 
     hyper = spec.hyper(params)
-    common = {"features": spec.features, "label": spec.label, "rank": rank, "size": size, "seed": seed}
+    common = {
+        "features": spec.features,
+        "label": spec.label,
+        "rank": rank,
+        "size": size,
+        "seed": seed,
+        "cache": spec.cache,
+    }
     train = ShardStream(spec.train, steps=hyper["steps_per_epoch"], record_ids=record_ids, **common)
     val = ShardStream(spec.validation, steps=hyper["validation_steps"], shuffle=False, **common)
     initial_epoch = int(resume["state"]["epoch"]) if resume else 0
