@@ -45,8 +45,10 @@ def convert(
     )
     for info in infos:
         console.print(
-            f"{info.url}: {info.num_rows} rows, features {list(info.input_shape)}, "
-            f"{len(info.row_group_rows)} row groups" + (f", {info.num_classes} classes" if info.num_classes else ""),
+            f"{info.url}: {info.num_rows} rows, {info.feature_dim} features"
+            + (f" of shape {list(info.input_shape)}" if len(info.input_shape) > 1 else "")
+            + f", {len(info.row_group_rows)} row groups"
+            + (f", {info.num_classes} classes" if info.num_classes else ""),
             highlight=False,
         )
 
