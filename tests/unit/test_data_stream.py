@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.filesystem
+import pytest
 
 from hpo.data import DatasetInfo, ReaderCache, ShardStream, describe, path_to_url, write_dataset
 
@@ -197,3 +198,18 @@ def test_petastorm_thread_pool_loses_rows_at_epoch_ends(tmp_path):
         reader.stop()
         reader.join()
     assert counts[-1] != 1_200, f"no loss in {len(counts)} epochs"
+
+
+def test_sweep_file_cache_section():
+    from hpo.config import parse_sweep
+    from hpo.errors import ConfigError
+    from hpo.trial.spec import reader_cache
+    from tests.conftest import base_sweep
+
+    assert reader_cache(parse_sweep(base_sweep())) is None
+    on = parse_sweep(base_sweep(data={"train": "builtin:digits", "cache": {"enabled": True, "size_limit_mb": 100}}))
+    assert reader_cache(on) == ReaderCache("~/.cache/hpo/data/t", 100)
+    there = parse_sweep(base_sweep(data={"train": "builtin:digits", "cache": {"enabled": True, "dir": "/scratch/"}}))
+    assert reader_cache(there) == ReaderCache("/scratch/t", 2048)
+    with pytest.raises(ConfigError, match=r"s.yaml: data.cache.size_mb: unknown key; remove it"):
+        parse_sweep(base_sweep(data={"train": "builtin:digits", "cache": {"size_mb": 1}}), "s.yaml")
