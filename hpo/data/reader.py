@@ -4,7 +4,8 @@
 ends), but its pool sleeps 100 ms whenever it has consumed the few row groups the ventilator thread had
 queued — about 0.3 s per epoch per rank on small datasets. :class:`InlinePool` is that pool with a 1 ms
 wait, and :func:`open_batch_reader` builds the same ``Reader`` as ``make_batch_reader`` does for plain
-Parquet (no Petastorm metadata, no predicates or transforms) around it.
+Parquet (no Petastorm metadata, no predicates or transforms) around it, with a worker that turns list
+columns into matrices in one step (:func:`table_to_arrays`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
 from petastorm.workers_pool import EmptyResultError
 from petastorm.workers_pool.dummy_pool import DummyPool
 
@@ -42,6 +44,46 @@ class InlinePool(DummyPool):
         return self._results_queue.pop(0)
 
 
+def table_to_arrays(table: Any) -> dict[str, np.ndarray]:
+    """A row group as NumPy arrays; list columns become ``(rows, length)`` matrices without copying per row.
+
+    Petastorm converts list columns through pandas objects and ``np.vstack`` of one array per row,
+    which caps a reader at ~15k rows/s for 784 features here; flattening the Arrow list array is a
+    single copy at most.
+
+    Raises:
+        RuntimeError: If the rows of a list column have different lengths or nulls.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out = {}
+    for name in table.column_names:
+        column = table.column(name).combine_chunks()
+        if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            lengths = pc.list_value_length(column)
+            rows = len(column)
+            width = pc.min(lengths).as_py() if rows else 0
+            if rows and (column.null_count or width != pc.max(lengths).as_py()):
+                raise RuntimeError(f"rows of list column '{name}' differ in length or hold nulls")
+            out[name] = column.flatten().to_numpy(zero_copy_only=False).reshape(rows, width or 0)
+        else:
+            out[name] = column.to_numpy(zero_copy_only=False)
+    return out
+
+
+def _worker_class() -> type:
+    from petastorm.arrow_reader_worker import ArrowReaderWorker
+
+    class ArrayWorker(ArrowReaderWorker):
+        """Petastorm's Arrow worker publishing NumPy arrays made by :func:`table_to_arrays`."""
+
+        def __init__(self, worker_id: int, publish_func: Any, args: Any) -> None:
+            super().__init__(worker_id, lambda table: publish_func(table_to_arrays(table)), args)
+
+    return ArrayWorker
+
+
 def open_batch_reader(
     url: str,
     *,
@@ -70,7 +112,6 @@ def open_batch_reader(
     Returns:
         A ``petastorm.reader.Reader`` (a context manager and an iterator of namedtuples of arrays).
     """
-    from petastorm.arrow_reader_worker import ArrowReaderWorker
     from petastorm.cache import NullCache
     from petastorm.fs_utils import get_filesystem_and_path_or_paths
     from petastorm.local_disk_cache import LocalDiskCache
@@ -91,7 +132,7 @@ def open_batch_reader(
         fs,
         path,
         schema_fields=fields,
-        worker_class=ArrowReaderWorker,
+        worker_class=_worker_class(),
         reader_pool=InlinePool(),
         seed=seed,
         shuffle_row_groups=shuffle_row_groups,

@@ -213,3 +213,22 @@ def test_sweep_file_cache_section():
     assert reader_cache(there) == ReaderCache("/scratch/t", 2048)
     with pytest.raises(ConfigError, match=r"s.yaml: data.cache.size_mb: unknown key; remove it"):
         parse_sweep(base_sweep(data={"train": "builtin:digits", "cache": {"size_mb": 1}}), "s.yaml")
+
+
+def test_table_to_arrays_matches_petastorms_conversion():
+    import pyarrow as pa
+    from petastorm.arrow_reader_worker import convert_arrow_table_to_numpy_dict
+    from petastorm.unischema import Unischema, UnischemaField
+
+    from hpo.data.reader import table_to_arrays
+
+    x = np.arange(24, dtype=np.float32).reshape(6, 4)
+    table = pa.table({"features": pa.array(list(x), pa.list_(pa.float32())), "label": np.arange(6)})
+    schema = Unischema("s", [UnischemaField("features", np.float32, (None,)), UnischemaField("label", np.int64, ())])
+    ours, theirs = table_to_arrays(table), convert_arrow_table_to_numpy_dict(table, schema)
+    for name in ("features", "label"):
+        np.testing.assert_array_equal(ours[name], theirs[name])
+        assert ours[name].dtype == theirs[name].dtype and ours[name].shape == theirs[name].shape
+    ragged = pa.table({"features": pa.array([[1.0], [1.0, 2.0]], pa.list_(pa.float32()))})
+    with pytest.raises(RuntimeError, match="rows of list column 'features' differ in length"):
+        table_to_arrays(ragged)
