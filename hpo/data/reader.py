@@ -128,7 +128,14 @@ def open_batch_reader(
         )
     else:
         store = NullCache()
-    return Reader(
+    class QuietReader(Reader):
+        """Petastorm's Reader without the "Cache cleanup complete." print on every exit."""
+
+        def cleanup_cache(self) -> None:
+            if isinstance(self.cache, LocalDiskCache):
+                self.cache.cleanup()  # a no-op with cleanup=False, as hpo sets it
+
+    return QuietReader(
         fs,
         path,
         schema_fields=fields,

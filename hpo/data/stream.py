@@ -18,6 +18,8 @@ from hpo.data.write import ROW_ID
 from hpo.errors import ConfigError
 
 Chunk = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
+#: Rows are shuffled together across row groups up to this many bytes of features (memory bound).
+MIX_BYTES = 128 * 2**20
 #: diskcache shards of Petastorm's LocalDiskCache (its default).
 _CACHE_SHARDS = 6
 
@@ -87,7 +89,8 @@ class ShardStream:
         shuffle: Shuffle row-group order and rows within each epoch.
         record_ids: Keep the row ids read in each epoch (for audits and tests).
         cache: Keep row groups in a local-disk cache that outlives the reader (None: no cache).
-        mix_groups: Row groups whose rows are shuffled together (more: better mixing, more memory).
+        mix_groups: Row groups whose rows are shuffled together (more: better mixing, more memory); fewer
+            when they would hold more than ``MIX_BYTES`` of features.
         filesystem: A pyarrow filesystem to read through (None: resolved from the URL).
     """
 
@@ -153,7 +156,7 @@ class ShardStream:
                 yield x, y, ids
 
     def _chunks(self, epoch: int) -> Iterator[Chunk]:
-        """Row groups, with rows shuffled across ``mix_groups`` consecutive groups when shuffling."""
+        """Row groups, with rows shuffled across up to ``mix_groups`` consecutive groups when shuffling."""
         if not self.shuffle:
             yield from self._row_groups(epoch)
             return
@@ -161,17 +164,22 @@ class ShardStream:
         held: list[Chunk] = []
 
         def mixed() -> Chunk:
-            x = np.concatenate([c[0] for c in held])
-            y = np.concatenate([c[1] for c in held])
-            ids = np.concatenate([c[2] for c in held]) if held[0][2] is not None else None
+            if len(held) == 1:  # no concatenation copy
+                x, y, ids = held[0]
+            else:
+                x = np.concatenate([c[0] for c in held])
+                y = np.concatenate([c[1] for c in held])
+                ids = np.concatenate([c[2] for c in held]) if held[0][2] is not None else None
             order = rng.permutation(len(y))
             return x[order], y[order], None if ids is None else ids[order]
 
+        held_bytes = 0
         for chunk in self._row_groups(epoch):
             held.append(chunk)
-            if len(held) >= self.mix_groups:
+            held_bytes += chunk[0].nbytes
+            if len(held) >= self.mix_groups or held_bytes >= MIX_BYTES:
                 yield mixed()
-                held = []
+                held, held_bytes = [], 0
         if held:
             yield mixed()
 
