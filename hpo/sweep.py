@@ -11,8 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import hpo._env as _env
-from hpo.config import SweepConfig
-from hpo.data import DatasetInfo, builtin_digits, describe, path_to_url, split_dataset
+from hpo.config import REPEAT_KEY, SweepConfig
+from hpo.data import (
+    DatasetInfo,
+    builtin_digits,
+    declared_shapes,
+    describe,
+    path_to_url,
+    split_dataset,
+    url_to_path,
+    write_dataset,
+)
 from hpo.errors import ConfigError, SweepAborted
 from hpo.trial.spec import TrialSpec, resolve_model
 
@@ -121,10 +130,34 @@ def start_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
         "runtime_env": {"env_vars": {**env, "PYTHONPATH": path}},
     }
     if address:
+        _use_token_auth_if_available(address)
         ray.init(address=address, **kwargs)
     else:
         ray.init(address="local", num_cpus=num_cpus, **kwargs)
     return True
+
+
+def _use_token_auth_if_available(address: str) -> None:
+    """Turns Ray token auth on for this process when connecting to a running cluster with a token at hand.
+
+    ``ray.init`` enables token auth by itself only for a cluster it finds on its own; an explicit
+    address, ``RAY_ADDRESS`` included (which ``ray job submit`` sets), is tried without a token unless
+    ``RAY_AUTH_MODE=token`` is set, and a cluster started by ``ray start`` rejects that. An explicit
+    ``RAY_AUTH_MODE`` is left alone; Ray Client (``ray://``) addresses authenticate differently.
+    """
+    if address.startswith("ray://") or "RAY_AUTH_MODE" in os.environ:
+        return
+    import logging
+
+    from ray._private.authentication import authentication_token_setup as auth
+
+    log = logging.getLogger(auth.__name__)
+    level = log.level
+    log.setLevel(logging.ERROR)  # its "token authentication is enabled" notice is for new clusters
+    try:
+        auth.maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    finally:
+        log.setLevel(level)
 
 
 def _best(values: list[float], mode: str) -> float | None:
@@ -150,9 +183,12 @@ def _trial_rows(results: Any, config: SweepConfig, run_ids: dict[str, str]) -> l
             status = "completed"
         else:
             status = "stopped_early"
+        config_ = dict(result.config or {})
+        repeat = int(config_.pop(REPEAT_KEY, 0))
         row = {
             "trial_id": trial_id,
-            "params": {k: v for k, v in (result.config or {}).items()},
+            "params": config_,
+            "repeat": repeat,
             "status": status,
             "epochs": epochs,
             "metric": _best(values, mode),
@@ -174,6 +210,9 @@ def run_sweep(
     address: str | None = None,
     resume: bool = False,
     console: Any = None,
+    warm_start: str | None = None,
+    warm_start_k: int = 5,
+    warm_start_mode: str = "prior",
 ) -> TuneResult:
     """Runs a whole sweep and writes ``STORAGE/NAME/summary.json``.
 
@@ -184,6 +223,9 @@ def run_sweep(
         address: Ray address to connect to (``auto``, ``ray://…``); default: a new local Ray.
         resume: Continue an interrupted sweep of the same name.
         console: A ``rich`` console for progress lines (None: quiet).
+        warm_start: A previous sweep (name in ``storage``, or its ``summary.json`` path) to seed the study.
+        warm_start_k: How many of its best configurations to take.
+        warm_start_mode: ``prior`` (use their results) or ``reevaluate`` (train them again first).
 
     Returns:
         The sweep's result.
@@ -191,32 +233,59 @@ def run_sweep(
     from ray import tune
 
     from hpo import tracking
+    from hpo.cluster import check_trial_fits_cluster
     from hpo.progress import ConsoleProgress
-    from hpo.search import build_scheduler, build_searcher
+    from hpo.search import build_scheduler, build_searcher, tune_num_samples
     from hpo.space import to_param_space
-    from hpo.trial.driver import make_trainable
+    from hpo.trial.driver import make_trainable, worker_bundle
 
     storage = Path(storage).resolve()
     sweep_dir = storage / config.name
     spec = preflight(config, storage, source)
+    warm_points = None
+    if warm_start:
+        from hpo.warmstart import previous_best
+
+        if config.search.algorithm == "grid":
+            raise ConfigError(
+                f"{source}: search.algorithm: --warm-start needs an Optuna-backed searcher "
+                "(optuna-tpe, optuna-gp, random), not grid"
+            )
+        previous = Path(warm_start)
+        previous = previous if previous.suffix == ".json" else storage / warm_start / "summary.json"
+        warm_points = previous_best(previous, config, warm_start_k)
     uri = tracking.normalize_uri(config.tracking.mlflow_uri)
     started_ray = start_ray(address)
+    try:
+        check_trial_fits_cluster(worker_bundle(spec), spec.workers, source=source, local=not address)
+    except ConfigError:
+        if started_ray:
+            _shutdown_ray()
+        raise
     started = time.time()
-    sweep_run = tracking.start_sweep_run(
-        uri,
-        config.tracking.experiment or config.name,
-        config.name,
-        params=_flat_params(config),
-        tags={
-            "hpo.sweep_file": source,
-            "hpo.searcher": config.search.algorithm,
-            "hpo.scheduler": config.scheduler.type,
-        },
-    )
+    state_path = sweep_dir / "hpo_state.json"
+    resume = resume and tune.Tuner.can_restore(str(sweep_dir)) and state_path.is_file()
+    if resume:
+        sweep_run = tracking.resume_sweep_run(tracking.SweepRun(**json.loads(state_path.read_text())["mlflow"]))
+    else:
+        sweep_run = tracking.start_sweep_run(
+            uri,
+            config.tracking.experiment or config.name,
+            config.name,
+            params=_flat_params(config),
+            tags={
+                "hpo.sweep_file": source,
+                "hpo.searcher": config.search.algorithm,
+                "hpo.scheduler": config.scheduler.type,
+            },
+        )
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        state_path.write_text(json.dumps({"mlflow": sweep_run.__dict__}))
     nesting = tracking.MlflowNesting(sweep_run, config.objective.metric, config.objective.mode)
     callbacks: list[Any] = [nesting]
     if console is not None:
-        callbacks.append(ConsoleProgress(console, config.objective.metric, config.search.num_samples))
+        planned = config.search.num_samples * config.search.repeats
+        callbacks.append(ConsoleProgress(console, config.objective.metric, planned))
     trainable = make_trainable(spec)
     run_config = tune.RunConfig(
         name=config.name,
@@ -226,19 +295,20 @@ def run_sweep(
         failure_config=tune.FailureConfig(max_failures=config.trial.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
     )
-    if resume and tune.Tuner.can_restore(str(sweep_dir)):
+    if resume:
         tuner = tune.Tuner.restore(str(sweep_dir), trainable=trainable, resume_errored=True)
     else:
         tuner = tune.Tuner(
             trainable,
-            param_space=to_param_space(config),
+            param_space=to_param_space(config) if config.search.algorithm == "grid" else {},
             tune_config=tune.TuneConfig(
                 metric=config.objective.metric,
                 mode=config.objective.mode,
-                search_alg=build_searcher(config),
+                search_alg=build_searcher(config, sweep_dir, False, warm_points, warm_start_mode),
                 scheduler=build_scheduler(config),
-                num_samples=config.search.num_samples,
+                num_samples=tune_num_samples(config),
                 max_concurrent_trials=config.search.max_concurrent,
+                time_budget_s=config.search.time_budget_s,
                 reuse_actors=True,
             ),
             run_config=run_config,
@@ -254,7 +324,9 @@ def run_sweep(
             tracking.finish_sweep_run(sweep_run, {}, {"hpo.status": "failed"}, failed=True)
             if started_ray:
                 _shutdown_ray()
-    rows = _trial_rows(results, config, nesting.run_ids)
+    run_ids = tracking.trial_run_ids(sweep_run)
+    rows = _trial_rows(results, config, run_ids)
+    tracking.close_lost_runs(sweep_run, set(run_ids) - {r["trial_id"] for r in rows})
     scored = [r for r in rows if r["metric"] is not None]
     pick = max if config.objective.mode == "max" else min
     best = pick(scored, key=lambda r: r["metric"]) if scored else None
@@ -308,4 +380,44 @@ def _flat_params(config: SweepConfig) -> dict[str, Any]:
     for section in ("data", "objective", "search", "scheduler", "trial"):
         for key, value in getattr(config, section).model_dump().items():
             out[f"{section}.{key}"] = value
+    return out
+
+
+def partition(config: SweepConfig, column: str, storage: Path, source: str) -> list[tuple[str, SweepConfig]]:
+    """Splits a sweep's data by the values of ``column`` into one sweep per value.
+
+    Each partition gets its own dataset (written under ``STORAGE/_data/NAME/COLUMN=VALUE``), its own name
+    (``NAME-VALUE``), and so its own Optuna study, MLflow parent run and ``summary.json``.
+
+    Returns:
+        ``(value, config)`` per partition, in value order.
+    """
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    d = config.data
+    if d.train.startswith("builtin:"):
+        raise ConfigError(f"{source}: data.train: --partition-by needs a file:// dataset, not {d.train}")
+    path = url_to_path(d.train)
+    names = pq.read_schema(next(iter(sorted(path.rglob("*.parquet")))) if path.is_dir() else path).names
+    if column not in names:
+        raise ConfigError(
+            f"{source}: data.train: column '{column}' not found (columns: {', '.join(names)}); "
+            "pass --partition-by with one of them"
+        )
+    table = pq.read_table(path, columns=[d.features, d.label, column])
+    keys = table.column(column).to_numpy(zero_copy_only=False)
+    shape = declared_shapes(table.schema).get(d.features)
+    x = np.asarray(table.column(d.features).to_pylist(), dtype=np.float32)
+    x = x.reshape(len(x), *shape) if shape else x
+    y = table.column(d.label).to_numpy()
+    out = []
+    for value in sorted(set(keys.tolist()), key=str):
+        rows = np.flatnonzero(keys == value)
+        url = path_to_url(storage / "_data" / config.name / f"{column}={value}")
+        write_dataset((x[rows], y[rows]), url, features_column=d.features, label=d.label, row_ids=rows)
+        data = config.model_dump()
+        data["name"] = f"{config.name}-{value}"
+        data["data"].update(train=url, validation=None)
+        out.append((str(value), SweepConfig.model_validate(data)))
     return out
