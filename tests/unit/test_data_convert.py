@@ -174,3 +174,21 @@ def test_convert_rejects_bad_options(tmp_path):
         convert(tmp_path / "a.npz", url, label="label", split_by="site")
     with pytest.raises(ConfigError, match=r"ds: features: features are <U1, not numeric"):
         write_dataset((np.array([["a"]] * 4), np.zeros(4)), url)
+
+
+def test_sweep_splits_off_validation_keeping_shape_and_row_ids(tmp_path):
+    from hpo.config import parse_sweep
+    from hpo.sweep import resolve_data
+    from tests.conftest import base_sweep
+
+    x, y = images(120)
+    url = write_dataset((x, y), path_to_url(tmp_path / "ds"))
+    config = parse_sweep(base_sweep(data={"train": url, "validation_fraction": 0.25}, search={"seed": 4}))
+    train, val = resolve_data(config, tmp_path / "runs", "s.yaml")
+    assert (train.num_rows, val.num_rows) == (90, 30) and train.input_shape == val.input_shape == (6, 5, 2)
+    assert len(train.row_group_rows) == 24 and train.num_classes == 4
+    tx, ty, tids = read_back(train.url)
+    _, _, vids = read_back(val.url)
+    assert sorted([*tids, *vids]) == list(range(120))
+    np.testing.assert_array_equal(tx.reshape(-1, 6, 5, 2), x[tids])
+    np.testing.assert_array_equal(ty, y[tids])
