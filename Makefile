@@ -30,6 +30,7 @@ lint: install
 bench: install
 	$(BIN)/python benchmarks/overhead.py
 	$(BIN)/python benchmarks/scaling.py
+	$(BIN)/python benchmarks/search.py
 
 clean:
 	rm -rf $(VENV) hpo_runs mlflow.db

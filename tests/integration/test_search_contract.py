@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 
 import optuna
 import pandas as pd
@@ -150,3 +151,16 @@ def test_warm_start_from_a_previous_sweep(ray_session, tmp_path, monkeypatch):
                      warm_start=str(first.summary_path), warm_start_k=1, warm_start_mode="reevaluate")
     rerun = [t["params"] for t in again.summary["trials"]]
     assert ranked[0]["params"] in rerun  # the previous best was trained again
+
+
+def test_time_budget_ends_the_sweep(ray_session, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = tiny("budget", "random", "fifo", num_samples=40, time_budget_s=12)
+    started = time.time()
+    result = hpo.tune(config, storage=tmp_path / "runs")
+    trials = result.summary["trials"]
+    assert 1 <= len(trials) < 40  # the budget, not num_samples, ended it
+    # No trial started after the budget ran out (results carry each trial's start time).
+    for progress in (tmp_path / "runs" / "budget").glob("*/progress.csv"):
+        first = pd.read_csv(progress).iloc[0]
+        assert first["timestamp"] - first["time_total_s"] <= started + 12 + 2

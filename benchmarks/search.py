@@ -1,0 +1,122 @@
+"""How much training TPE + ASHA needs to match what random search + FIFO finds with its full budget.
+
+On the digits MLP (a cheap but real task), for each seed: random + FIFO runs ``--trials`` trials to
+``--epochs`` epochs each (the full budget) and finds its best validation accuracy B; TPE + ASHA runs the
+same number of trials, and we count the epochs it trained, in order, until one epoch reached B. The
+ratio epochs-to-B / full budget is the figure (target ≤ 0.33). Trials run one at a time, so the order
+of epochs is exact. GP + ASHA and grid + FIFO are run once as references. Counts epochs, not seconds.
+
+Writes ``benchmarks/results/search.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+SPACE = {
+    "learning_rate": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},
+    "units": {"type": "int", "low": 8, "high": 128, "step": 8},
+    "layers": {"type": "int", "low": 1, "high": 3},
+    "dropout": {"type": "float", "low": 0.0, "high": 0.5},
+    "optimizer": {"type": "categorical", "choices": ["adam", "sgd"]},
+}
+
+
+def sweep(name: str, algorithm: str, scheduler: str, seed: int, trials: int, epochs: int) -> dict[str, Any]:
+    space = SPACE
+    if algorithm == "grid":
+        space = {"learning_rate": {"type": "grid", "values": [1e-3, 1e-2]}, "units": {"type": "grid",
+                 "values": [32, 128]}, "optimizer": {"type": "categorical", "choices": ["adam", "sgd"]}}
+    return {
+        "name": name,
+        "model": "hpo.models.mlp:build",
+        "data": {"train": "builtin:digits"},
+        "search": {"algorithm": algorithm, "num_samples": trials if algorithm != "grid" else 8,
+                   "max_concurrent": 1, "seed": seed},
+        "scheduler": {"type": scheduler, "grace_period": 1, "reduction_factor": 3},
+        "trial": {"workers": 2, "cpus_per_worker": 0.5, "max_epochs": epochs, "batch_size_per_worker": 32,
+                  "early_stopping": {"patience": epochs}},
+        "space": space,
+    }
+
+
+def epochs_in_order(storage: Path, name: str) -> list[float]:
+    """Validation accuracy of every epoch trained, in the order trials ran (one trial at a time)."""
+    frames = [pd.read_csv(p) for p in (storage / name).glob("*/progress.csv")]
+    frames.sort(key=lambda f: f["timestamp"].iloc[0])
+    return [float(v) for f in frames for v in f["val_accuracy"]]
+
+
+def main() -> None:
+    """Runs the comparison and writes the JSON result."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--trials", type=int, default=12)
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "search.json"))
+    args = parser.parse_args()
+
+    import hpo
+    from hpo.sweep import start_ray
+
+    per_seed = []
+    references: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="hpo-bench-") as scratch:
+        os.chdir(scratch)
+        storage = Path(scratch) / "runs"
+        start_ray(num_cpus=os.cpu_count())
+
+        def run(name: str, algorithm: str, scheduler: str, seed: int) -> list[float]:
+            config = hpo.SweepConfig.model_validate(sweep(name, algorithm, scheduler, seed, args.trials, args.epochs))
+            hpo.tune(config, storage=storage)
+            return epochs_in_order(storage, name)
+
+        for seed in range(args.seeds):
+            baseline = run(f"random-fifo-{seed}", "random", "fifo", seed)
+            target = max(baseline)
+            tpe = run(f"tpe-asha-{seed}", "optuna-tpe", "asha", seed)
+            reached = next((i + 1 for i, v in enumerate(tpe) if v >= target), None)
+            per_seed.append({
+                "seed": seed, "random_fifo_best": target, "random_fifo_epochs": len(baseline),
+                "tpe_asha_epochs_total": len(tpe), "tpe_asha_best": max(tpe),
+                "tpe_asha_epochs_to_reach": reached,
+                "ratio": round(reached / len(baseline), 4) if reached else None,
+            })
+            print(json.dumps(per_seed[-1]), flush=True)
+        for label, algorithm, scheduler in (("gp-asha", "optuna-gp", "asha"), ("grid-fifo", "grid", "fifo")):
+            values = run(label, algorithm, scheduler, 0)
+            references[label] = {"best": max(values), "epochs": len(values)}
+        import ray
+
+        ray.shutdown()
+        os.chdir(ROOT)
+    ratios = [s["ratio"] for s in per_seed if s["ratio"] is not None]
+    report = {
+        "benchmark": "search",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "task": "digits MLP, 2 Horovod workers, batch 32/worker",
+        "trials": args.trials, "max_epochs": args.epochs, "seeds": args.seeds,
+        "per_seed": per_seed,
+        "reached_in": f"{len(ratios)}/{len(per_seed)} seeds",
+        "ratio_median": round(statistics.median(ratios), 4) if ratios else None,
+        "ratio_max": max(ratios) if ratios else None,
+        "references_seed0": references,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""`hpo tune --partition-by COL`: one sweep (study, MLflow parent, summary) per partition, one command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from mlflow.tracking import MlflowClient
+from sklearn.datasets import load_digits
+
+from hpo.data import path_to_url
+from tests.conftest import HPO, base_sweep
+
+pytestmark = pytest.mark.slow
+
+
+def test_one_sweep_per_region(tmp_path, write_sweep):
+    digits = load_digits()
+    (tmp_path / "ds").mkdir()
+    region = np.where(np.arange(len(digits.target)) % 2 == 0, "eu", "us")
+    table = pa.table({
+        "features": pa.array([list(r) for r in (digits.data / 16).astype(np.float32)], type=pa.list_(pa.float32())),
+        "label": pa.array(digits.target.astype(np.int64)),
+        "region": pa.array(region),
+    })
+    pq.write_table(table, tmp_path / "ds" / "part.parquet", row_group_size=64)
+    sweep = base_sweep(
+        name="demand",
+        data={"train": path_to_url(tmp_path / "ds")},
+        search={"algorithm": "random", "num_samples": 2, "max_concurrent": 2, "seed": 1},
+        scheduler={"type": "fifo"},
+        trial={"workers": 2, "cpus_per_worker": 0.5, "max_epochs": 2, "batch_size_per_worker": 64},
+    )
+    proc = subprocess.run([HPO, "tune", str(write_sweep(sweep)), "--partition-by", "region",
+                           "--storage", str(tmp_path / "runs")], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    parents = set()
+    for value in ("eu", "us"):
+        summary = json.loads((tmp_path / "runs" / f"demand-{value}" / "summary.json").read_text())
+        assert summary["name"] == f"demand-{value}" and len(summary["trials"]) == 2
+        assert all(t["status"] == "completed" for t in summary["trials"])
+        assert (tmp_path / "runs" / f"demand-{value}" / "optuna.db").is_file()
+        client = MlflowClient(tracking_uri=summary["mlflow"]["uri"])
+        parent = client.get_run(summary["mlflow"]["parent_run_id"])
+        assert parent.info.run_name == f"demand-{value}"
+        parents.add(parent.info.run_id)
+        rows = pq.read_table(tmp_path / "runs" / "_data" / "demand" / f"region={value}").num_rows
+        assert rows == int((region == value).sum())
+    assert len(parents) == 2
