@@ -81,8 +81,8 @@ def main() -> None:
         x = rng.normal(size=(args.rows, 256)).astype(np.float32)
         y = (x[:, :10].argmax(axis=1)).astype(np.int64)
         train, val = path_to_url(work / "train"), path_to_url(work / "val")
-        write_dataset(x, y, train)
-        write_dataset(x[:2400], y[:2400], val)
+        write_dataset((x, y), train)
+        write_dataset((x[:2400], y[:2400]), val)
         start_ray(num_cpus=os.cpu_count())
         storage = work / "runs"
 

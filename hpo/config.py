@@ -26,6 +26,14 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class CacheConfig(_Model):
+    """Petastorm's local-disk cache on each node, kept across the trials of a sweep (opt-in)."""
+
+    enabled: bool = False
+    size_limit_mb: int = Field(default=2048, ge=1)
+    dir: str | None = None
+
+
 class DataConfig(_Model):
     """Where the training data is and how to read it."""
 
@@ -35,6 +43,7 @@ class DataConfig(_Model):
     features: str = "features"
     label: str = "label"
     task: Literal["classification", "regression"] = "classification"
+    cache: CacheConfig = CacheConfig()
 
     @field_validator("train", "validation")
     @classmethod

@@ -12,7 +12,16 @@ from typing import Any
 
 import hpo._env as _env
 from hpo.config import REPEAT_KEY, SweepConfig
-from hpo.data import DatasetInfo, builtin_digits, describe, path_to_url, url_to_path, write_dataset
+from hpo.data import (
+    DatasetInfo,
+    builtin_digits,
+    declared_shapes,
+    describe,
+    path_to_url,
+    split_dataset,
+    url_to_path,
+    write_dataset,
+)
 from hpo.errors import ConfigError, SweepAborted
 from hpo.trial.spec import TrialSpec, resolve_model
 
@@ -62,10 +71,10 @@ def resolve_data(config: SweepConfig, storage: Path, source: str) -> tuple[Datas
     kw = {"features": d.features, "label": d.label, "task": d.task, "source": source}
     train = describe(train_url, key="data.train", **kw)
     validation = describe(val_url, key="data.validation", **kw)
-    if train.feature_dim != validation.feature_dim:
+    if train.input_shape != validation.input_shape:
         raise ConfigError(
-            f"{source}: data.validation: {validation.feature_dim} features, but train has "
-            f"{train.feature_dim}; use datasets written with the same columns"
+            f"{source}: data.validation: features of shape {list(validation.input_shape)}, but train has "
+            f"{list(train.input_shape)}; use datasets written with the same columns"
         )
     if train.num_classes is not None and validation.num_classes is not None:
         classes = max(train.num_classes, validation.num_classes)
@@ -82,20 +91,13 @@ def resolve_data(config: SweepConfig, storage: Path, source: str) -> tuple[Datas
 
 def _split(config: SweepConfig, dest: Path) -> tuple[str, str]:
     """Splits a user dataset without a validation set into train/validation datasets (seeded)."""
-    import numpy as np
-    import pyarrow.parquet as pq
-
-    d = config.data
-    table = pq.read_table(url_to_path(d.train), columns=[d.features, d.label])
-    x = np.asarray(table.column(d.features).to_pylist(), dtype=np.float32)
-    y = table.column(d.label).to_numpy()
-    order = np.random.default_rng(config.search.seed or 0).permutation(len(y))
-    n_val = max(1, round(len(y) * d.validation_fraction))
-    train_url, val_url = path_to_url(dest / "train"), path_to_url(dest / "validation")
-    kw = {"features_column": d.features, "label_column": d.label}
-    write_dataset(x[order[n_val:]], y[order[n_val:]], train_url, row_ids=order[n_val:], **kw)
-    write_dataset(x[order[:n_val]], y[order[:n_val]], val_url, row_ids=order[:n_val], **kw)
-    return train_url, val_url
+    return split_dataset(
+        config.data.train,
+        path_to_url(dest / "train"),
+        path_to_url(dest / "validation"),
+        config.data.validation_fraction,
+        config.search.seed or 0,
+    )
 
 
 def preflight(config: SweepConfig, storage: Path, source: str) -> TrialSpec:
@@ -405,13 +407,15 @@ def partition(config: SweepConfig, column: str, storage: Path, source: str) -> l
         )
     table = pq.read_table(path, columns=[d.features, d.label, column])
     keys = table.column(column).to_numpy(zero_copy_only=False)
+    shape = declared_shapes(table.schema).get(d.features)
     x = np.asarray(table.column(d.features).to_pylist(), dtype=np.float32)
+    x = x.reshape(len(x), *shape) if shape else x
     y = table.column(d.label).to_numpy()
     out = []
     for value in sorted(set(keys.tolist()), key=str):
         rows = np.flatnonzero(keys == value)
         url = path_to_url(storage / "_data" / config.name / f"{column}={value}")
-        write_dataset(x[rows], y[rows], url, features_column=d.features, label_column=d.label, row_ids=rows)
+        write_dataset((x[rows], y[rows]), url, features_column=d.features, label=d.label, row_ids=rows)
         data = config.model_dump()
         data["name"] = f"{config.name}-{value}"
         data["data"].update(train=url, validation=None)

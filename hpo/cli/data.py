@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -17,21 +18,74 @@ console = Console(soft_wrap=True)
 @app.command()
 @one_line_errors
 def convert(
-    src: Annotated[Path, typer.Argument(help="A .csv or .parquet table.")],
+    src: Annotated[Path, typer.Argument(help="A .csv, .parquet or .npz file.")],
     dest_url: Annotated[str, typer.Argument(help="Destination, e.g. file:///data/mine (a directory).")],
-    label: Annotated[str, typer.Option(help="Label column; every other numeric column becomes a feature.")],
-    features: Annotated[str, typer.Option(help="Name of the features column to write.")] = "features",
+    label: Annotated[str, typer.Option(help="Label column (or npz array); other numeric columns become features.")],
+    features: Annotated[str, typer.Option(help="Features column to write (and npz array to read).")] = "features",
+    validation_fraction: Annotated[
+        Optional[float], typer.Option(help="Also split: DEST/train and DEST/validation (this share, seeded).")
+    ] = None,
+    split_by: Annotated[
+        Optional[str], typer.Option(help="One dataset per value of this column: DEST/COL=VALUE.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the train/validation split.")] = 0,
 ) -> None:
-    """Write a table as an hpo dataset (list<float32> features, label, row_id; shard-friendly row groups)."""
+    """Write a table or arrays as hpo datasets (list<float32> features + shape, label, row_id; even row groups)."""
+    from hpo.data import as_url
     from hpo.data import convert as run
 
-    if "://" not in dest_url:
-        from hpo.data import path_to_url
-
-        dest_url = path_to_url(dest_url)
-    info = run(src, dest_url, label, features_column=features)
-    console.print(
-        f"{info.url}: {info.num_rows} rows, {info.feature_dim} features, "
-        f"{len(info.row_group_rows)} row groups" + (f", {info.num_classes} classes" if info.num_classes else ""),
-        highlight=False,
+    infos = run(
+        src,
+        as_url(dest_url),
+        label,
+        features_column=features,
+        validation_fraction=validation_fraction,
+        split_by=split_by,
+        seed=seed,
     )
+    for info in infos:
+        console.print(
+            f"{info.url}: {info.num_rows} rows, {info.feature_dim} features"
+            + (f" of shape {list(info.input_shape)}" if len(info.input_shape) > 1 else "")
+            + f", {len(info.row_group_rows)} row groups"
+            + (f", {info.num_classes} classes" if info.num_classes else ""),
+            highlight=False,
+        )
+
+
+@app.command()
+@one_line_errors
+def inspect(
+    url: Annotated[str, typer.Argument(help="Dataset URL (file://, s3://, gs://) or a local path.")],
+    features: Annotated[str, typer.Option(help="Features column.")] = "features",
+    label: Annotated[str, typer.Option(help="Label column.")] = "label",
+    task: Annotated[str, typer.Option(help="classification, regression or auto (integer labels → classes).")] = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show rows, row groups, schema, features shape and label classes; fail if hpo cannot train on it."""
+    from hpo.data import as_url, inspect_dataset
+
+    report = inspect_dataset(as_url(url), features=features, label=label, task=task)
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    lo, hi = report["row_group_rows"]
+    lines = [
+        f"{report['url']}",
+        f"  rows: {report['rows']} in {report['files']} file(s), {report['row_groups']} row groups of {lo}–{hi} rows",
+        "  schema: " + ", ".join(f"{k}: {v}" for k, v in report["schema"].items()),
+        f"  features: '{features}' shape {report['features']['shape']}"
+        + ("" if report["features"]["declared"] else " (no declared shape: flat)"),
+    ]
+    lab = report["label"]
+    if "classes" in lab:
+        lines.append(
+            f"  label: '{label}' {len(lab['classes'])} classes: "
+            + ", ".join(f"{k}: {v}" for k, v in lab["classes"].items())
+        )
+    else:
+        lines.append(f"  label: '{label}' regression, range {lab['range'][0]:g} to {lab['range'][1]:g}")
+    lines.append(
+        "  rows per shard: " + "; ".join(f"{w} workers {'/'.join(map(str, s))}" for w, s in report["shards"].items())
+    )
+    console.print("\n".join(lines), highlight=False)

@@ -11,7 +11,7 @@ def build(params: dict[str, Any], input_shape: tuple[int, ...], num_classes: int
     Args:
         params: Searched parameters: ``units`` (int), ``layers`` (int), ``dropout`` (float),
             ``activation`` (str). Missing ones take defaults.
-        input_shape: Shape of one example's features.
+        input_shape: Shape of one example's features (multi-dimensional inputs are flattened first).
         num_classes: Number of classes, or None for regression (one linear output).
 
     Returns:
@@ -25,7 +25,7 @@ def build(params: dict[str, Any], input_shape: tuple[int, ...], num_classes: int
     dropout = float(params.get("dropout", 0.0))
     activation = str(params.get("activation", "relu"))
     inputs = keras.Input(shape=input_shape)
-    x = inputs
+    x = keras.layers.Flatten()(inputs) if len(input_shape) > 1 else inputs  # images: one vector per example
     for _ in range(layers):
         x = keras.layers.Dense(units, activation=activation)(x)
         if dropout > 0:

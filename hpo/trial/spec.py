@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hpo.config import SweepConfig
-from hpo.data import DatasetInfo
+from hpo.data import DatasetInfo, ReaderCache
 from hpo.errors import ConfigError
 
 #: Parameters of the search space that the trainer itself understands.
@@ -71,6 +71,18 @@ def resolve_model(ref: str, source: str = "model") -> Callable[..., Any]:
     return func
 
 
+#: Where each node keeps the sweeps' Petastorm caches unless ``data.cache.dir`` says otherwise.
+DEFAULT_CACHE_DIR = "~/.cache/hpo/data"
+
+
+def reader_cache(config: SweepConfig) -> ReaderCache | None:
+    """The sweep's reader cache: ``DIR/<sweep name>`` on every node, or None when not enabled."""
+    c = config.data.cache
+    if not c.enabled:
+        return None
+    return ReaderCache(root=f"{(c.dir or DEFAULT_CACHE_DIR).rstrip('/')}/{config.name}", size_limit_mb=c.size_limit_mb)
+
+
 @dataclass(frozen=True)
 class TrialSpec:
     """Everything a trial needs besides its sampled parameters."""
@@ -98,6 +110,7 @@ class TrialSpec:
     min_delta: float
     seed: int = 0
     sys_path: tuple[str, ...] = field(default_factory=tuple)
+    cache: ReaderCache | None = None
 
     @classmethod
     def from_config(cls, config: SweepConfig, train: DatasetInfo, validation: DatasetInfo) -> TrialSpec:
@@ -127,6 +140,7 @@ class TrialSpec:
             min_delta=t.early_stopping.min_delta,
             seed=config.search.seed or 0,
             sys_path=tuple(p for p in sys.path if p),
+            cache=reader_cache(config),
         )
 
     def hyper(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -191,7 +191,14 @@ def run_worker(
     keras.utils.set_random_seed(seed + 1000 * rank)
 
     hyper = spec.hyper(params)
-    common = {"features": spec.features, "label": spec.label, "rank": rank, "size": size, "seed": seed}
+    common = {
+        "features": spec.features,
+        "label": spec.label,
+        "rank": rank,
+        "size": size,
+        "seed": seed,
+        "cache": spec.cache,
+    }
     train = ShardStream(spec.train, steps=hyper["steps_per_epoch"], record_ids=record_ids, **common)
     val = ShardStream(spec.validation, steps=hyper["validation_steps"], shuffle=False, **common)
     initial_epoch = int(resume["state"]["epoch"]) if resume else 0
@@ -199,7 +206,7 @@ def run_worker(
 
     builder = resolve_model(spec.model)
     model_params = {k: v for k, v in params.items() if k not in TRAINER_PARAMS and k != REPEAT_KEY}
-    model = builder(params=model_params, input_shape=(spec.train.feature_dim,), num_classes=spec.train.num_classes)
+    model = builder(params=model_params, input_shape=spec.train.input_shape, num_classes=spec.train.num_classes)
     if not isinstance(model, keras.Model):
         raise TypeError(
             f"model builder '{spec.model}' returned {type(model).__module__}.{type(model).__name__}, not a "

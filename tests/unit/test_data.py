@@ -31,7 +31,7 @@ def test_convert_round_trip(tmp_path, fmt):
     src = tmp_path / f"src.{fmt}"
     df.to_csv(src, index=False) if fmt == "csv" else df.to_parquet(src)
     url = path_to_url(tmp_path / "ds")
-    info = convert(src, url, label="y")
+    [info] = convert(src, url, label="y")
     assert info.num_rows == 101 and info.feature_dim == 3 and info.num_classes == 3 and info.has_row_id
     # Shard-friendly: 24 row groups of 4 or 5 rows, so 1, 2, 3, 4, 6 or 8 workers get even shards.
     assert len(info.row_group_rows) == 24 and set(info.row_group_rows) == {4, 5}
@@ -49,7 +49,7 @@ def test_convert_regression_labels(tmp_path):
     df = frame().assign(y=lambda d: d["a"] * 2.0)
     src = tmp_path / "r.csv"
     df.to_csv(src, index=False)
-    info = convert(src, path_to_url(tmp_path / "r"), label="y")
+    [info] = convert(src, path_to_url(tmp_path / "r"), label="y")
     assert info.num_classes is None and info.feature_dim == 3
 
 

@@ -1,0 +1,256 @@
+"""One Horovod rank's Petastorm shard as exactly ``steps`` batches per epoch, each row exactly once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hpo.data.info import DatasetInfo
+from hpo.data.reader import open_batch_reader
+from hpo.data.write import ROW_ID
+from hpo.errors import ConfigError
+
+Chunk = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
+#: Rows are shuffled together across row groups up to this many bytes of features (memory bound).
+MIX_BYTES = 128 * 2**20
+#: diskcache shards of Petastorm's LocalDiskCache (its default).
+_CACHE_SHARDS = 6
+
+
+class RowLossError(RuntimeError):
+    """A reader returned a different number of rows than the shard holds."""
+
+
+@dataclass(frozen=True)
+class ReaderCache:
+    """Petastorm's local-disk cache, kept across readers, trials and processes of one sweep on a node.
+
+    Attributes:
+        root: Directory of this sweep's cache on the node (``~`` is expanded where the reader runs).
+        size_limit_mb: Upper bound of each dataset's cache (least recently stored entries are evicted).
+    """
+
+    root: str
+    size_limit_mb: int = 2048
+
+    def location(self, info: DatasetInfo, fields: list[str]) -> str:
+        """The cache directory of one dataset version and column selection."""
+        key = json.dumps([info.url, info.fingerprint, sorted(fields)])
+        return str(Path(self.root).expanduser() / hashlib.sha1(key.encode()).hexdigest()[:16])
+
+    def reader_kwargs(self, info: DatasetInfo, fields: list[str]) -> dict[str, Any]:
+        """Petastorm local-disk cache arguments: a cache that is not deleted when the reader exits."""
+        limit = self.size_limit_mb * 2**20
+        row_bytes = info.feature_dim * 4 + 16
+        return {
+            "cache_location": self.location(info, fields),
+            "cache_size_limit": limit,
+            # Only used by Petastorm's sanity check (limit / shards >= 5 rows).
+            "cache_row_size_estimate": max(1, min(row_bytes, limit // (5 * _CACHE_SHARDS))),
+            "cache_extra_settings": {"cleanup": False},
+        }
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """A nonzero 32-bit seed per (seed, epoch).
+
+    Petastorm 0.13.1 shuffles row groups non-deterministically when its seed is 0 or None, and a reader
+    reuses its first epoch's order; hpo opens one reader per epoch with this seed instead.
+    """
+    return zlib.crc32(f"{seed}:{epoch}".encode()) | 1
+
+
+class ShardStream:
+    """One rank's shard as exactly ``steps`` batches per epoch, each row exactly once.
+
+    Batches are re-cut from Petastorm's row groups so that every rank runs the same number of steps
+    (Horovod hangs otherwise) while no row is repeated or skipped: a shard with fewer rows gets
+    slightly smaller batches. Each epoch opens a fresh reader whose row-group order is shuffled with a
+    per-epoch seed, and rows are shuffled across ``mix_groups`` consecutive row groups. Row groups are
+    decoded on the calling thread (:class:`~hpo.data.reader.InlinePool`, Petastorm's dummy pool without
+    its 100 ms waits), since the thread pool of Petastorm 0.13.1 loses row groups at epoch ends; the row
+    count of every epoch is checked anyway.
+
+    Args:
+        info: Dataset description.
+        features: Features column.
+        label: Label column.
+        rank: This worker's shard index.
+        size: Number of shards (workers).
+        steps: Batches to produce per epoch (the same on every rank).
+        seed: Base seed; each epoch's order depends on (seed, epoch) only.
+        shuffle: Shuffle row-group order and rows within each epoch.
+        record_ids: Keep the row ids read in each epoch (for audits and tests).
+        cache: Keep row groups in a local-disk cache that outlives the reader (None: no cache).
+        mix_groups: Row groups whose rows are shuffled together (more: better mixing, more memory); fewer
+            when they would hold more than ``MIX_BYTES`` of features.
+        filesystem: A pyarrow filesystem to read through (None: resolved from the URL).
+    """
+
+    def __init__(
+        self,
+        info: DatasetInfo,
+        *,
+        features: str,
+        label: str,
+        rank: int,
+        size: int,
+        steps: int,
+        seed: int = 0,
+        shuffle: bool = True,
+        record_ids: bool = False,
+        cache: ReaderCache | None = None,
+        mix_groups: int = 4,
+        filesystem: Any = None,
+    ) -> None:
+        self.info = info
+        self.features = features
+        self.label = label
+        self.rank = rank
+        self.size = size
+        self.steps = steps
+        self.seed = seed
+        self.shuffle = shuffle
+        self.record_ids = record_ids and info.has_row_id
+        self.cache = cache
+        self.mix_groups = max(1, mix_groups)
+        self.filesystem = filesystem
+        self.expected_rows = info.shard_rows(rank, size)
+        if self.expected_rows < steps:
+            raise ConfigError(
+                f"{info.url}: trial.batch_size_per_worker: shard {rank} has {self.expected_rows} rows, fewer "
+                f"than the {steps} steps per epoch; use fewer workers or a bigger dataset"
+            )
+        self.epoch = 0
+        self.epoch_rows: list[int] = []
+        self.epoch_ids: list[np.ndarray] = []
+
+    def batch_sizes(self) -> list[int]:
+        """Sizes of this rank's ``steps`` batches: as equal as possible, summing to the shard's rows."""
+        base, extra = divmod(self.expected_rows, self.steps)
+        return [base + 1] * extra + [base] * (self.steps - extra)
+
+    def _row_groups(self, epoch: int) -> Iterator[Chunk]:
+        fields = [self.features, self.label] + ([ROW_ID] if self.record_ids else [])
+        with open_batch_reader(
+            self.info.url,
+            fields=fields,
+            shard=self.rank,
+            shard_count=self.size,
+            shuffle_row_groups=self.shuffle,
+            seed=epoch_seed(self.seed, epoch) if self.shuffle else None,
+            cache=self.cache.reader_kwargs(self.info, fields) if self.cache else None,
+            filesystem=self.filesystem,
+        ) as reader:
+            for group in reader:
+                x = np.asarray(getattr(group, self.features), dtype=np.float32)
+                y = np.asarray(getattr(group, self.label))
+                ids = np.asarray(getattr(group, ROW_ID)) if self.record_ids else None
+                yield x, y, ids
+
+    def _chunks(self, epoch: int) -> Iterator[Chunk]:
+        """Row groups, with rows shuffled across up to ``mix_groups`` consecutive groups when shuffling."""
+        if not self.shuffle:
+            yield from self._row_groups(epoch)
+            return
+        rng = np.random.default_rng(epoch_seed(self.seed, epoch))
+        held: list[Chunk] = []
+
+        def mixed() -> Chunk:
+            if len(held) == 1:  # no concatenation copy
+                x, y, ids = held[0]
+            else:
+                x = np.concatenate([c[0] for c in held])
+                y = np.concatenate([c[1] for c in held])
+                ids = np.concatenate([c[2] for c in held]) if held[0][2] is not None else None
+            order = rng.permutation(len(y))
+            return x[order], y[order], None if ids is None else ids[order]
+
+        held_bytes = 0
+        for chunk in self._row_groups(epoch):
+            held.append(chunk)
+            held_bytes += chunk[0].nbytes
+            if len(held) >= self.mix_groups or held_bytes >= MIX_BYTES:
+                yield mixed()
+                held, held_bytes = [], 0
+        if held:
+            yield mixed()
+
+    def epoch_batches(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Yields one epoch: exactly ``steps`` batches covering the shard once.
+
+        Raises:
+            RowLossError: If the reader returned more or fewer rows than the shard holds.
+        """
+        epoch = self.epoch
+        self.epoch += 1
+        sizes = self.batch_sizes()
+        pending: list[Chunk] = []
+        seen_ids: list[np.ndarray] = []
+        buffered = produced = read = 0
+        for chunk in self._chunks(epoch):
+            read += len(chunk[1])
+            buffered += len(chunk[1])
+            pending.append(chunk)
+            if chunk[2] is not None:
+                seen_ids.append(chunk[2])
+            while produced < len(sizes) and buffered >= sizes[produced]:
+                x, y = _take(pending, sizes[produced])
+                yield x, y
+                buffered -= sizes[produced]
+                produced += 1
+        if read != self.expected_rows or produced != len(sizes):
+            raise RowLossError(
+                f"shard {self.rank}/{self.size} of {self.info.url}: epoch {epoch} read {read} rows, "
+                f"expected {self.expected_rows}"
+            )
+        self.epoch_rows.append(read)
+        if seen_ids:
+            self.epoch_ids.append(np.sort(np.concatenate(seen_ids)))
+
+    def dataset(self):  # -> tf.data.Dataset
+        """The shard as a repeating ``tf.data.Dataset`` of ``(features, label)`` batches, prefetched.
+
+        Features come in the dataset's declared shape (``info.input_shape``).
+        """
+        import tensorflow as tf
+
+        shape = self.info.input_shape
+        label_dtype = tf.int64 if self.info.num_classes is not None else tf.float32
+        signature = (
+            tf.TensorSpec(shape=(None, *shape), dtype=tf.float32),
+            tf.TensorSpec(shape=(None,), dtype=label_dtype),
+        )
+
+        def cast() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+            for x, y in self.epoch_batches():
+                yield x.reshape(len(x), *shape), y.astype(label_dtype.as_numpy_dtype)
+
+        return tf.data.Dataset.from_generator(cast, output_signature=signature).repeat().prefetch(2)
+
+
+def _take(pending: list[Chunk], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Removes the first ``n`` rows from ``pending`` (copying only when a batch spans chunks)."""
+    xs, ys = [], []
+    while n:
+        x, y, _ = pending[0]
+        if len(y) <= n:
+            pending.pop(0)
+            xs.append(x)
+            ys.append(y)
+            n -= len(y)
+        else:
+            xs.append(x[:n])
+            ys.append(y[:n])
+            pending[0] = (x[n:], y[n:], None)
+            n = 0
+    if len(xs) == 1:
+        return xs[0], ys[0]
+    return np.concatenate(xs), np.concatenate(ys)

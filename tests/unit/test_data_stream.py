@@ -1,0 +1,234 @@
+"""Per-rank Petastorm streams: no row lost over 100 epochs, seeded reshuffles, and the local-disk cache."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pyarrow.filesystem
+import pytest
+
+from hpo.data import DatasetInfo, ReaderCache, ShardStream, describe, path_to_url, write_dataset
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def small_groups(tmp_path: Path, rows: int = 240, dim: int = 3) -> DatasetInfo:
+    """A dataset of 24 row groups of ``rows / 24`` rows."""
+    rng = np.random.default_rng(0)
+    x = rng.random((rows, dim), dtype=np.float32)
+    return describe(write_dataset((x, np.arange(rows) % 5), path_to_url(tmp_path / "ds")))
+
+
+def stream(info: DatasetInfo, rank: int = 0, size: int = 2, **kw) -> ShardStream:
+    steps = kw.pop("steps", info.steps(16, size))
+    return ShardStream(info, features="features", label="label", rank=rank, size=size, steps=steps, **kw)
+
+
+def test_100_epochs_over_2_shards_read_every_row_exactly_once(tmp_path):
+    info = small_groups(tmp_path)
+    assert set(info.row_group_rows) == {10}
+    shards = [stream(info, rank, record_ids=True, seed=11) for rank in range(2)]
+    for epoch in range(100):
+        ids = []
+        for s in shards:
+            batches = list(s.epoch_batches())
+            assert len(batches) == s.steps
+            ids.append(s.epoch_ids[-1])
+        union = np.concatenate(ids)
+        assert len(union) == 240 and np.array_equal(np.sort(union), np.arange(240)), f"epoch {epoch}"
+    assert [s.epoch_rows for s in shards] == [[120] * 100] * 2
+
+
+def labels_of_epoch(s: ShardStream) -> np.ndarray:
+    return np.concatenate([x[:, 0] for x, _ in s.epoch_batches()])
+
+
+def test_reshuffle_differs_per_epoch_and_is_reproducible_per_seed(tmp_path):
+    info = small_groups(tmp_path)
+    for seed in (0, 5):  # 0 included: Petastorm treats seed 0 as "unseeded"
+        a, b = stream(info, seed=seed), stream(info, seed=seed)
+        a0, a1 = labels_of_epoch(a), labels_of_epoch(a)
+        b0, b1 = labels_of_epoch(b), labels_of_epoch(b)
+        np.testing.assert_array_equal(a0, b0)
+        np.testing.assert_array_equal(a1, b1)
+        assert not np.array_equal(a0, a1) and np.array_equal(np.sort(a0), np.sort(a1))
+        resumed = stream(info, seed=seed)
+        resumed.epoch = 1  # a resumed trial continues the sequence
+        np.testing.assert_array_equal(labels_of_epoch(resumed), a1)
+    assert not np.array_equal(labels_of_epoch(stream(info, seed=0)), labels_of_epoch(stream(info, seed=5)))
+
+
+def test_rows_are_mixed_across_row_groups(tmp_path):
+    info = small_groups(tmp_path)  # row groups of 10 consecutive row ids
+    mixed = stream(info, record_ids=True, seed=3, mix_groups=4)
+    chunks = list(mixed._chunks(0))
+    assert [len(c[1]) for c in chunks] == [40, 40, 40]
+    assert [len(set((c[2] // 10).tolist())) for c in chunks] == [4, 4, 4]
+    first_batch_groups = set((chunks[0][2][:10] // 10).tolist())
+    assert len(first_batch_groups) > 1  # a batch of 10 draws from several row groups
+    plain = stream(info, record_ids=True, seed=3, mix_groups=1)
+    assert [len(set((c[2] // 10).tolist())) for c in plain._chunks(0)] == [1] * 12
+
+
+class CountingFS(pyarrow.filesystem.LocalFileSystem):
+    """Local files, counting bytes of reads that stay within the data pages (before the Parquet footer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.data_bytes = 0
+
+    def open(self, path, mode="rb"):
+        return _CountingFile(super().open(path, mode), self, path)
+
+
+class _CountingFile:
+    def __init__(self, f, fs: CountingFS, path: str) -> None:
+        self._f, self._fs = f, fs
+        size = os.path.getsize(path)
+        with open(path, "rb") as raw:
+            raw.seek(size - 8)
+            footer_len = struct.unpack("<i", raw.read(4))[0]
+        self._footer_start = size - 8 - footer_len
+
+    def read(self, n=-1):
+        pos = self._f.tell()
+        data = self._f.read(n)
+        if pos + len(data) <= self._footer_start:  # a column chunk; footer reads run to the end of the file
+            self._fs.data_bytes += len(data)
+        return data
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._f.close()
+
+
+def read_all(info: DatasetInfo, cache: ReaderCache | None, fs: CountingFS) -> list[np.ndarray]:
+    out = []
+    for rank in range(2):
+        s = stream(info, rank, record_ids=True, cache=cache, filesystem=fs, seed=1)
+        out.append(np.concatenate([x for x, _ in s.epoch_batches()]))
+    return out
+
+
+def test_cache_serves_the_second_reader_without_reading_the_source(tmp_path):
+    info = small_groups(tmp_path, rows=2_400, dim=16)
+    cache = ReaderCache(str(tmp_path / "cache" / "sweep-a"), size_limit_mb=64)
+    cold = CountingFS()
+    first = read_all(info, cache, cold)
+    assert cold.data_bytes > 2_400 * 16 * 4 * 0.9  # the data pages were read
+    assert any(Path(cache.root).iterdir())  # kept after the readers closed
+    warm = CountingFS()
+    second = read_all(info, cache, warm)  # fresh streams, as in the sweep's next trial
+    assert warm.data_bytes == 0
+    for a, b in zip(first, second, strict=True):
+        np.testing.assert_array_equal(a, b)
+    uncached = CountingFS()
+    read_all(info, None, uncached)
+    assert uncached.data_bytes == cold.data_bytes  # the counter does see every read
+
+
+def test_cache_is_keyed_by_data_version_and_columns(tmp_path):
+    info = small_groups(tmp_path)
+    cache = ReaderCache(str(tmp_path / "c"))
+    fields = ["features", "label"]
+    rewritten = DatasetInfo(**{**info.__dict__, "fingerprint": "other"})
+    assert cache.location(info, fields) != cache.location(rewritten, fields)
+    assert cache.location(info, fields) != cache.location(info, [*fields, "row_id"])
+    assert cache.location(info, fields) == cache.location(describe(info.url), list(reversed(fields)))
+    write_dataset((np.zeros((240, 3), np.float32), np.zeros(240, int)), info.url)  # same URL, new data
+    assert cache.location(describe(info.url), fields) != cache.location(info, fields)
+
+
+def test_two_processes_share_a_node_cache(tmp_path):
+    info = small_groups(tmp_path, rows=2_400, dim=16)
+    root = tmp_path / "cache"
+    script = textwrap.dedent(
+        f"""
+        import numpy as np
+        from hpo.data import ReaderCache, ShardStream, describe
+        info = describe({info.url!r})
+        cache = ReaderCache({str(root)!r}, size_limit_mb=64)
+        rows = 0
+        for rank in range(2):
+            s = ShardStream(info, features="features", label="label", rank=rank, size=2, steps=10,
+                            record_ids=True, cache=cache, seed=1)
+            rows += sum(len(y) for _, y in s.epoch_batches())
+        print(rows)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err.decode()[-2000:]
+        assert out.decode().split()[-1] == "2400"
+    warm = CountingFS()
+    read_all(info, ReaderCache(str(root), size_limit_mb=64), warm)
+    assert warm.data_bytes == 0
+
+
+def test_petastorm_thread_pool_loses_rows_at_epoch_ends(tmp_path):
+    """Why hpo decodes on the calling thread: Petastorm 0.13.1's thread pool drops and duplicates row groups."""
+    from petastorm import make_batch_reader
+
+    info = small_groups(tmp_path, rows=2_400)
+    counts = []
+    reader = make_batch_reader(info.url, schema_fields=["label"], num_epochs=1, cur_shard=0, shard_count=2)
+    try:
+        for _ in range(3_000):
+            counts.append(sum(len(b.label) for b in reader))
+            reader.reset()
+            if counts[-1] != 1_200:
+                break
+    finally:
+        reader.stop()
+        reader.join()
+    assert counts[-1] != 1_200, f"no loss in {len(counts)} epochs"
+
+
+def test_sweep_file_cache_section():
+    from hpo.config import parse_sweep
+    from hpo.errors import ConfigError
+    from hpo.trial.spec import reader_cache
+    from tests.conftest import base_sweep
+
+    assert reader_cache(parse_sweep(base_sweep())) is None
+    on = parse_sweep(base_sweep(data={"train": "builtin:digits", "cache": {"enabled": True, "size_limit_mb": 100}}))
+    assert reader_cache(on) == ReaderCache("~/.cache/hpo/data/t", 100)
+    there = parse_sweep(base_sweep(data={"train": "builtin:digits", "cache": {"enabled": True, "dir": "/scratch/"}}))
+    assert reader_cache(there) == ReaderCache("/scratch/t", 2048)
+    with pytest.raises(ConfigError, match=r"s.yaml: data.cache.size_mb: unknown key; remove it"):
+        parse_sweep(base_sweep(data={"train": "builtin:digits", "cache": {"size_mb": 1}}), "s.yaml")
+
+
+def test_table_to_arrays_matches_petastorms_conversion():
+    import pyarrow as pa
+    from petastorm.arrow_reader_worker import convert_arrow_table_to_numpy_dict
+    from petastorm.unischema import Unischema, UnischemaField
+
+    from hpo.data.reader import table_to_arrays
+
+    x = np.arange(24, dtype=np.float32).reshape(6, 4)
+    table = pa.table({"features": pa.array(list(x), pa.list_(pa.float32())), "label": np.arange(6)})
+    schema = Unischema("s", [UnischemaField("features", np.float32, (None,)), UnischemaField("label", np.int64, ())])
+    ours, theirs = table_to_arrays(table), convert_arrow_table_to_numpy_dict(table, schema)
+    for name in ("features", "label"):
+        np.testing.assert_array_equal(ours[name], theirs[name])
+        assert ours[name].dtype == theirs[name].dtype and ours[name].shape == theirs[name].shape
+    ragged = pa.table({"features": pa.array([[1.0], [1.0, 2.0]], pa.list_(pa.float32()))})
+    with pytest.raises(RuntimeError, match="rows of list column 'features' differ in length"):
+        table_to_arrays(ragged)
