@@ -99,7 +99,11 @@ def _split(config: SweepConfig, dest: Path) -> tuple[str, str]:
 
 
 def preflight(config: SweepConfig, storage: Path, source: str) -> TrialSpec:
-    """Every check that can fail on user input, before Ray starts: data, model import."""
+    """Every check that can fail on user input, before Ray starts: tracking server, data, model import."""
+    from hpo.mlflow_server import check_reachable
+    from hpo.tracking import normalize_uri
+
+    check_reachable(normalize_uri(config.tracking.mlflow_uri), source)
     if config.search.algorithm == "optuna-gp":
         import importlib.util
 
@@ -218,9 +222,14 @@ def run_sweep(
             "hpo.sweep_file": source,
             "hpo.searcher": config.search.algorithm,
             "hpo.scheduler": config.scheduler.type,
+            "hpo.objective": f"{config.objective.metric} ({config.objective.mode})",
+            **tracking.git_tags(os.getcwd()),
         },
+        artifact_location=(storage / "_mlflow_artifacts").as_uri() if tracking.is_local(uri) else None,
     )
-    nesting = tracking.MlflowNesting(sweep_run, config.objective.metric, config.objective.mode)
+    sweep_file = Path(source) if not source.startswith("<") else None
+    tracking.log_sweep_file(sweep_run, sweep_file, _config_yaml(config))
+    nesting = tracking.MlflowNesting(sweep_run, config.objective.metric, config.objective.mode, config.name)
     callbacks: list[Any] = [nesting]
     if console is not None:
         callbacks.append(ConsoleProgress(console, config.objective.metric, config.search.num_samples))
@@ -273,6 +282,14 @@ def run_sweep(
         "mlflow": {"uri": uri, "experiment_id": sweep_run.experiment_id, "parent_run_id": sweep_run.parent_run_id},
         "wall_time_s": round(time.time() - started, 2),
     }
+    logged = _log_best_model(config, spec, sweep_run, rows, console)
+    if logged is not None:
+        summary["mlflow"]["model"] = {
+            "trial_id": logged.trial_id,
+            "model_uri": logged.model_uri,
+            "registered_name": logged.registered_name,
+            "version": logged.version,
+        }
     sweep_dir.mkdir(parents=True, exist_ok=True)
     summary_path = sweep_dir / "summary.json"
     tmp = summary_path.with_suffix(".json.tmp")
@@ -284,9 +301,11 @@ def run_sweep(
         trials_stopped_early=sum(r["stopped_early"] for r in rows),
         trials_failed=sum(r["status"] == "failed" for r in rows),
     )
-    tracking.finish_sweep_run(
-        sweep_run, final, {"hpo.best_trial_id": best["trial_id"] if best else ""}, failed=best is None
-    )
+    final_tags = {"hpo.best_trial_id": best["trial_id"] if best else ""}
+    if best:
+        final_tags["hpo.best_run_id"] = best["mlflow_run_id"] or ""
+        final_tags["hpo.best_params"] = json.dumps(best["params"], default=str)
+    tracking.finish_sweep_run(sweep_run, final, final_tags, failed=best is None)
     if started_ray:
         _shutdown_ray()
     import pandas as pd
@@ -316,3 +335,35 @@ def _flat_params(config: SweepConfig) -> dict[str, Any]:
         for key, value in getattr(config, section).model_dump().items():
             out[f"{section}.{key}"] = value
     return out
+
+
+def _config_yaml(config: SweepConfig) -> str:
+    import yaml
+
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+
+
+def _log_best_model(
+    config: SweepConfig, spec: TrialSpec, sweep_run: Any, rows: list[dict[str, Any]], console: Any
+) -> Any:
+    """Logs and registers the best finished trial's model; a failure here is reported, not fatal."""
+    from hpo import best_model, tracking
+
+    picked = best_model.pick_model_trial(rows, config.objective.mode)
+    if picked is None:
+        return None
+    row, path = picked
+    try:
+        sample = best_model.sample_features(spec.validation.url, spec.features)
+        model_uri, version = best_model.log_best_model(
+            sweep_run.uri, sweep_run.parent_run_id, path, sample, config.name
+        )
+    except Exception as exc:  # noqa: BLE001  (the sweep's results stand without the registered model)
+        line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        tracking.set_tags(sweep_run.uri, sweep_run.parent_run_id, {"hpo.model_error": line})
+        if console is not None:
+            console.print(f"warning: best model not logged to MLflow: {line}", highlight=False)
+        return None
+    tags = {"hpo.model_trial_id": row["trial_id"], "hpo.registered_model": f"{config.name}/{version}"}
+    tracking.set_tags(sweep_run.uri, sweep_run.parent_run_id, tags)
+    return best_model.LoggedModel(row["trial_id"], model_uri, config.name, version)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
@@ -37,13 +39,34 @@ _SKIP = {
 }
 
 
+#: Plain paths with these suffixes are sqlite databases; any other plain path is a file store directory.
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
 def normalize_uri(uri: str) -> str:
-    """Makes relative ``sqlite:///x.db`` and plain paths absolute, so every process agrees on them."""
+    """Makes relative ``sqlite:///x.db`` and plain paths absolute, so every process agrees on them.
+
+    A plain path ending in ``.db``/``.sqlite`` becomes a sqlite URI; any other plain path a ``file://``
+    store directory; ``http(s)://`` URIs are kept (without a trailing slash).
+    """
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         return "sqlite:///" + os.path.abspath(uri[len("sqlite:///") :])
     if "://" not in uri:
-        return "file://" + os.path.abspath(uri)
+        path = os.path.abspath(os.path.expanduser(uri))
+        return ("sqlite:///" if path.endswith(SQLITE_SUFFIXES) else "file://") + path
+    if uri.startswith(("http://", "https://")):
+        return uri.rstrip("/")
     return uri
+
+
+def is_server(uri: str) -> bool:
+    """True for the URI of a tracking server (``http://host:port``)."""
+    return uri.startswith(("http://", "https://"))
+
+
+def is_local(uri: str) -> bool:
+    """True for stores this process writes itself (sqlite, file directory)."""
+    return uri.startswith(("sqlite:", "file:"))
 
 
 @dataclass
@@ -61,14 +84,63 @@ def _client(uri: str) -> Any:
     return MlflowClient(tracking_uri=uri)
 
 
-def start_sweep_run(uri: str, experiment: str, name: str, params: dict[str, Any], tags: dict[str, str]) -> SweepRun:
-    """Creates (or finds) the experiment and starts the sweep's parent run."""
+def start_sweep_run(
+    uri: str,
+    experiment: str,
+    name: str,
+    params: dict[str, Any],
+    tags: dict[str, str],
+    artifact_location: str | None = None,
+) -> SweepRun:
+    """Creates (or finds) the experiment and starts the sweep's parent run.
+
+    Args:
+        uri: Tracking URI (normalized).
+        experiment: Experiment name.
+        name: Parent run name.
+        params: The sweep's settings (flat).
+        tags: Tags of the parent run.
+        artifact_location: Artifact root of a new experiment (local stores); None: the store's default
+            (a server's own artifact store).
+    """
     client = _client(uri)
     exp = client.get_experiment_by_name(experiment)
-    experiment_id = exp.experiment_id if exp is not None else client.create_experiment(experiment)
+    if exp is not None:
+        experiment_id = exp.experiment_id
+    else:
+        experiment_id = client.create_experiment(experiment, artifact_location=artifact_location)
     run = client.create_run(experiment_id, run_name=name, tags={"hpo.kind": "sweep", **tags})
     _log_params(client, run.info.run_id, params)
     return SweepRun(uri, experiment_id, run.info.run_id)
+
+
+def log_sweep_file(sweep: SweepRun, path: Path | None, text: str) -> None:
+    """Logs the sweep file as the parent run's artifact ``sweep/<name>`` (the config as YAML if no file)."""
+    client = _client(sweep.uri)
+    if path is not None and path.is_file():
+        client.log_artifact(sweep.parent_run_id, str(path), artifact_path="sweep")
+    else:
+        client.log_text(sweep.parent_run_id, text, "sweep/sweep.yaml")
+
+
+def git_tags(cwd: str | Path) -> dict[str, str]:
+    """MLflow's git tags for ``cwd`` (commit, dirty flag), or nothing outside a git work tree."""
+
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return {}
+    tags = {"mlflow.source.git.commit": commit, "hpo.git_commit": commit}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    if status is not None:
+        tags["hpo.git_dirty"] = str(bool(status)).lower()
+    return tags
 
 
 def finish_sweep_run(sweep: SweepRun, metrics: dict[str, float], tags: dict[str, str], failed: bool) -> None:
@@ -80,6 +152,13 @@ def finish_sweep_run(sweep: SweepRun, metrics: dict[str, float], tags: dict[str,
     for key, value in tags.items():
         client.set_tag(sweep.parent_run_id, key, value)
     client.set_terminated(sweep.parent_run_id, "FAILED" if failed else "FINISHED")
+
+
+def set_tags(uri: str, run_id: str, tags: dict[str, str]) -> None:
+    """Sets tags on a run."""
+    from mlflow.entities import RunTag
+
+    _client(uri).log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
 
 def _finite(value: Any) -> bool:
@@ -101,10 +180,12 @@ class MlflowNesting(Callback):
         sweep: The parent run.
         objective: The objective metric name.
         mode: ``max`` or ``min``.
+        sweep_name: The sweep's name (tag ``hpo.sweep`` of every trial run).
     """
 
-    def __init__(self, sweep: SweepRun, objective: str, mode: str) -> None:
+    def __init__(self, sweep: SweepRun, objective: str, mode: str, sweep_name: str = "") -> None:
         self.sweep = sweep
+        self.sweep_name = sweep_name
         self.objective = objective
         self.mode = mode
         self.run_ids: dict[str, str] = {}
@@ -129,7 +210,13 @@ class MlflowNesting(Callback):
         run = self.client.create_run(
             self.sweep.experiment_id,
             run_name=f"trial-{self._index:03d}",
-            tags={"mlflow.parentRunId": self.sweep.parent_run_id, "hpo.kind": "trial", "hpo.trial_id": trial.trial_id},
+            tags={
+                "mlflow.parentRunId": self.sweep.parent_run_id,
+                "hpo.kind": "trial",
+                "hpo.trial_id": trial.trial_id,
+                "hpo.sweep": self.sweep_name,
+                "hpo.repeat": "0",  # repeats > 1 are not supported yet
+            },
         )
         self._index += 1
         self.run_ids[trial.trial_id] = run.info.run_id

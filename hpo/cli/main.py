@@ -1,4 +1,4 @@
-"""``hpo`` commands: tune, validate, status, report, and the ``data`` group."""
+"""``hpo`` commands: tune, validate, status, report, ui, and the ``data`` group."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from rich.table import Table
 
 from hpo.cli.data import app as data_app
 from hpo.cli.errors import one_line_errors
+from hpo.cli.ui import ui
 from hpo.errors import ConfigError
 
 app = typer.Typer(
@@ -21,6 +22,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(data_app, name="data")
+app.command()(ui)
 console = Console(soft_wrap=True)
 
 Storage = Annotated[Path, typer.Option("--storage", help="Directory holding sweeps.")]
@@ -136,3 +138,7 @@ def report(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: St
 def main() -> None:
     """Console-script entry point."""
     app()
+
+
+if __name__ == "__main__":
+    main()
