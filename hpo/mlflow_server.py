@@ -134,8 +134,12 @@ class MlflowServer:
         env = {**SERVER_ENV, **os.environ}
         try:
             self.proc = subprocess.Popen(
-                self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, env=env,
+                self.command(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
             )
         finally:
             if out is not subprocess.DEVNULL:
