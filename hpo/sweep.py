@@ -14,6 +14,7 @@ import hpo._env as _env
 from hpo.config import SweepConfig
 from hpo.data import DatasetInfo, builtin_digits, describe, path_to_url, url_to_path, write_dataset
 from hpo.errors import ConfigError, SweepAborted
+from hpo.outbox import SPOOL_NAME, update_summary, write_summary
 from hpo.trial.spec import TrialSpec, resolve_model
 
 DEFAULT_STORAGE = "hpo_runs"
@@ -229,7 +230,9 @@ def run_sweep(
     )
     sweep_file = Path(source) if not source.startswith("<") else None
     tracking.log_sweep_file(sweep_run, sweep_file, _config_yaml(config))
-    nesting = tracking.MlflowNesting(sweep_run, config.objective.metric, config.objective.mode, config.name)
+    nesting = tracking.MlflowNesting(
+        sweep_run, config.objective.metric, config.objective.mode, config.name, sweep_dir / SPOOL_NAME
+    )
     callbacks: list[Any] = [nesting]
     if console is not None:
         callbacks.append(ConsoleProgress(console, config.objective.metric, config.search.num_samples))
@@ -259,6 +262,7 @@ def run_sweep(
             ),
             run_config=run_config,
         )
+    outbox = nesting.outbox
     failed = True
     try:
         results = tuner.fit()
@@ -267,13 +271,16 @@ def run_sweep(
         raise SweepAborted(f"sweep '{config.name}' stopped: {exc}") from exc
     finally:
         if failed:
-            tracking.finish_sweep_run(sweep_run, {}, {"hpo.status": "failed"}, failed=True)
+            outbox.log("sweep", tags={"hpo.status": "failed"})
+            outbox.terminate("sweep", "FAILED")
             if started_ray:
                 _shutdown_ray()
-    rows = _trial_rows(results, config, nesting.run_ids)
+    rows = _trial_rows(results, config, {})
     scored = [r for r in rows if r["metric"] is not None]
     pick = max if config.objective.mode == "max" else min
     best = pick(scored, key=lambda r: r["metric"]) if scored else None
+    _close_parent(config, spec, outbox, rows, best)
+    pending = outbox.flush() if outbox.down else 0  # sends what was spooled, if the server is back
     summary = {
         "name": config.name,
         "objective": {"metric": config.objective.metric, "mode": config.objective.mode},
@@ -282,30 +289,16 @@ def run_sweep(
         "mlflow": {"uri": uri, "experiment_id": sweep_run.experiment_id, "parent_run_id": sweep_run.parent_run_id},
         "wall_time_s": round(time.time() - started, 2),
     }
-    logged = _log_best_model(config, spec, sweep_run, rows, console)
-    if logged is not None:
-        summary["mlflow"]["model"] = {
-            "trial_id": logged.trial_id,
-            "model_uri": logged.model_uri,
-            "registered_name": logged.registered_name,
-            "version": logged.version,
-        }
+    update_summary(summary, outbox, pending)
+    if pending and console is not None:
+        console.print(
+            f"mlflow: {pending} writes could not be sent to {uri}; kept in {outbox.spool_path}; "
+            f"run 'hpo sync {config.name}' when the server is back",
+            highlight=False,
+        )
     sweep_dir.mkdir(parents=True, exist_ok=True)
     summary_path = sweep_dir / "summary.json"
-    tmp = summary_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=2, default=str))
-    os.replace(tmp, summary_path)
-    final = {f"best_{config.objective.metric}": best["metric"]} if best else {}
-    final.update(
-        trials=len(rows),
-        trials_stopped_early=sum(r["stopped_early"] for r in rows),
-        trials_failed=sum(r["status"] == "failed" for r in rows),
-    )
-    final_tags = {"hpo.best_trial_id": best["trial_id"] if best else ""}
-    if best:
-        final_tags["hpo.best_run_id"] = best["mlflow_run_id"] or ""
-        final_tags["hpo.best_params"] = json.dumps(best["params"], default=str)
-    tracking.finish_sweep_run(sweep_run, final, final_tags, failed=best is None)
+    write_summary(summary_path, summary)
     if started_ray:
         _shutdown_ray()
     import pandas as pd
@@ -343,27 +336,27 @@ def _config_yaml(config: SweepConfig) -> str:
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
 
 
-def _log_best_model(
-    config: SweepConfig, spec: TrialSpec, sweep_run: Any, rows: list[dict[str, Any]], console: Any
-) -> Any:
-    """Logs and registers the best finished trial's model; a failure here is reported, not fatal."""
-    from hpo import best_model, tracking
+def _close_parent(
+    config: SweepConfig, spec: TrialSpec, outbox: Any, rows: list[dict[str, Any]], best: dict[str, Any] | None
+) -> None:
+    """Logs the best finished trial's model (registered under the sweep name) and the final best."""
+    from hpo import best_model
+    from hpo.tracking import finite
 
     picked = best_model.pick_model_trial(rows, config.objective.mode)
-    if picked is None:
-        return None
-    row, path = picked
-    try:
-        sample = best_model.sample_features(spec.validation.url, spec.features)
-        model_uri, version = best_model.log_best_model(
-            sweep_run.uri, sweep_run.parent_run_id, path, sample, config.name
-        )
-    except Exception as exc:  # noqa: BLE001  (the sweep's results stand without the registered model)
-        line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        tracking.set_tags(sweep_run.uri, sweep_run.parent_run_id, {"hpo.model_error": line})
-        if console is not None:
-            console.print(f"warning: best model not logged to MLflow: {line}", highlight=False)
-        return None
-    tags = {"hpo.model_trial_id": row["trial_id"], "hpo.registered_model": f"{config.name}/{version}"}
-    tracking.set_tags(sweep_run.uri, sweep_run.parent_run_id, tags)
-    return best_model.LoggedModel(row["trial_id"], model_uri, config.name, version)
+    if picked is not None:
+        row, path = picked
+        outbox.log_model(str(path), spec.validation.url, spec.features, config.name, row["trial_id"])
+    final = {f"best_{config.objective.metric}": best["metric"]} if best else {}
+    final.update(
+        trials=len(rows),
+        trials_stopped_early=sum(r["stopped_early"] for r in rows),
+        trials_failed=sum(r["status"] == "failed" for r in rows),
+    )
+    now = int(time.time() * 1000)
+    tags = {"hpo.best_trial_id": best["trial_id"] if best else ""}
+    if best:
+        tags["hpo.best_params"] = json.dumps(best["params"], default=str)
+    metrics = [(k, float(v), now, 0) for k, v in final.items() if finite(v)]
+    outbox.log("sweep", metrics=metrics, tags=tags)
+    outbox.terminate("sweep", "FAILED" if best is None else "FINISHED")

@@ -109,6 +109,8 @@ def start_sweep_run(
         experiment_id = exp.experiment_id
     else:
         experiment_id = client.create_experiment(experiment, artifact_location=artifact_location)
+        # MLflow 3's UI opens an experiment of this kind on its training runs, not the GenAI overview.
+        client.set_experiment_tag(experiment_id, "mlflow.experimentKind", "custom_model_development")
     run = client.create_run(experiment_id, run_name=name, tags={"hpo.kind": "sweep", **tags})
     _log_params(client, run.info.run_id, params)
     return SweepRun(uri, experiment_id, run.info.run_id)
@@ -147,7 +149,7 @@ def finish_sweep_run(sweep: SweepRun, metrics: dict[str, float], tags: dict[str,
     """Logs the sweep's final figures and closes the parent run."""
     client = _client(sweep.uri)
     for key, value in metrics.items():
-        if _finite(value):
+        if finite(value):
             client.log_metric(sweep.parent_run_id, key, float(value))
     for key, value in tags.items():
         client.set_tag(sweep.parent_run_id, key, value)
@@ -161,7 +163,8 @@ def set_tags(uri: str, run_id: str, tags: dict[str, str]) -> None:
     _client(uri).log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
 
-def _finite(value: Any) -> bool:
+def finite(value: Any) -> bool:
+    """True for a finite int or float (not a bool)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -176,39 +179,45 @@ def _log_params(client: Any, run_id: str, params: dict[str, Any]) -> None:
 class MlflowNesting(Callback):
     """Tune callback: a nested MLflow run per trial, with per-epoch metrics and a final status.
 
+    Every write goes through the sweep's :class:`~hpo.outbox.Outbox`, so a tracking server that goes
+    away mid-sweep costs no results: they are spooled and sent later.
+
     Args:
         sweep: The parent run.
         objective: The objective metric name.
         mode: ``max`` or ``min``.
         sweep_name: The sweep's name (tag ``hpo.sweep`` of every trial run).
+        spool_path: The sweep's spool file (``STORAGE/NAME/mlflow_spool.jsonl``).
     """
 
-    def __init__(self, sweep: SweepRun, objective: str, mode: str, sweep_name: str = "") -> None:
+    def __init__(
+        self, sweep: SweepRun, objective: str, mode: str, sweep_name: str = "", spool_path: Path | None = None
+    ) -> None:
+        from hpo.outbox import SPOOL_NAME, Outbox
+
         self.sweep = sweep
         self.sweep_name = sweep_name
         self.objective = objective
         self.mode = mode
-        self.run_ids: dict[str, str] = {}
+        self.outbox = Outbox(
+            sweep.uri, spool_path or Path(SPOOL_NAME).resolve(), sweep.parent_run_id, sweep.experiment_id
+        )
+        self._started: set[str] = set()
         self._index = 0
-        self._client: Any = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Tune pickles its callbacks with the experiment state; the client is rebuilt on demand.
-        return {**self.__dict__, "_client": None}
 
     @property
-    def client(self) -> Any:
-        """The MLflow client (made on first use, also after unpickling)."""
-        if self._client is None:
-            self._client = _client(self.sweep.uri)
-        return self._client
+    def run_ids(self) -> dict[str, str]:
+        """Trial id → MLflow run id, for the runs created so far (not those still in the spool)."""
+        return {k.split(":", 1)[1]: v for k, v in self.outbox.run_ids.items() if k.startswith("trial:")}
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """Creates the trial's nested run and logs its sampled parameters."""
-        if trial.trial_id in self.run_ids:
+        if trial.trial_id in self._started:
             return
-        run = self.client.create_run(
-            self.sweep.experiment_id,
+        self._started.add(trial.trial_id)
+        key = f"trial:{trial.trial_id}"
+        self.outbox.create_run(
+            key,
             run_name=f"trial-{self._index:03d}",
             tags={
                 "mlflow.parentRunId": self.sweep.parent_run_id,
@@ -219,25 +228,18 @@ class MlflowNesting(Callback):
             },
         )
         self._index += 1
-        self.run_ids[trial.trial_id] = run.info.run_id
-        _log_params(self.client, run.info.run_id, dict(trial.config))
+        params = {str(k): str(v)[:6000] for k, v in dict(trial.config).items()}
+        self.outbox.log(key, params=params)
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         """Logs one epoch's metrics (step = epoch); the effective LR and global batch as params."""
-        from mlflow.entities import Metric, Param
-
-        run_id = self.run_ids.get(trial.trial_id)
-        if run_id is None:
-            return
         step = int(result.get("epoch", result.get("training_iteration", 0)))
         ts = int(result.get("timestamp", 0) * 1000)
-        metrics = [
-            Metric(key, float(value), ts, step) for key, value in result.items() if key not in _SKIP and _finite(value)
-        ]
-        params = []
+        metrics = [(key, float(value), ts, step) for key, value in result.items() if key not in _SKIP and finite(value)]
+        params = {}
         if step == 1 or result.get("training_iteration") == 1:
-            params = [Param(k, str(result[k])) for k in EFFECTIVE if k in result]
-        self.client.log_batch(run_id, metrics=metrics, params=params)
+            params = {k: str(result[k]) for k in EFFECTIVE if k in result}
+        self.outbox.log(f"trial:{trial.trial_id}", metrics=metrics, params=params)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """Tags the run completed (max epochs or patience) or stopped_early (scheduler) and closes it."""
@@ -256,9 +258,6 @@ class MlflowNesting(Callback):
         self._finish(trial, "FAILED", {"hpo.status": "failed", "hpo.stop_reason": (reason[-1] if reason else "")[:500]})
 
     def _finish(self, trial: Any, mlflow_status: str, tags: dict[str, str]) -> None:
-        run_id = self.run_ids.get(trial.trial_id)
-        if run_id is None:
-            return
-        for key, value in tags.items():
-            self.client.set_tag(run_id, key, value)
-        self.client.set_terminated(run_id, mlflow_status)
+        key = f"trial:{trial.trial_id}"
+        self.outbox.log(key, tags=tags)
+        self.outbox.terminate(key, mlflow_status)

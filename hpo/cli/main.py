@@ -1,4 +1,4 @@
-"""``hpo`` commands: tune, validate, status, report, ui, and the ``data`` group."""
+"""``hpo`` commands: tune, validate, status, report, ui, sync, and the ``data`` group."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from rich.table import Table
 
 from hpo.cli.data import app as data_app
 from hpo.cli.errors import one_line_errors
+from hpo.cli.sync import sync
 from hpo.cli.ui import ui
 from hpo.errors import ConfigError
 
@@ -23,6 +24,7 @@ app = typer.Typer(
 )
 app.add_typer(data_app, name="data")
 app.command()(ui)
+app.command()(sync)
 console = Console(soft_wrap=True)
 
 Storage = Annotated[Path, typer.Option("--storage", help="Directory holding sweeps.")]

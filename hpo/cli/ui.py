@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -36,6 +37,10 @@ def backend_uri(name: str | None, storage: Path, mlflow_uri: str | None) -> str:
     return uri
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 @one_line_errors
 def ui(
     name: Annotated[Optional[str], typer.Argument(help="Sweep whose store to serve (from its summary).")] = None,
@@ -50,6 +55,9 @@ def ui(
     uri = backend_uri(name, storage, mlflow_uri)
     server = MlflowServer(uri, storage / "_mlflow_artifacts", port=port, log_path=storage / "mlflow-server.log")
     storage.mkdir(parents=True, exist_ok=True)
+    # Ctrl-C (even where SIGINT was inherited as ignored, e.g. from a background job) and `kill` stop it.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         server.start()
         print(f"MLflow UI: {server.url}  (store {uri}, server pid {server.pid}; Ctrl-C stops it)", flush=True)

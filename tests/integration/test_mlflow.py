@@ -6,8 +6,10 @@ histories, tags, the sweep-file artifact, and the registered best model, which m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -198,7 +200,8 @@ def test_unreachable_server_is_one_line_exit_2_and_nothing_starts(tmp_path):
     assert not (tmp_path / "runs").exists() and not (tmp_path / "mlflow.db").exists()
 
 
-def test_hpo_ui_serves_the_store_and_stops_on_ctrl_c(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
+def test_hpo_ui_serves_the_store_and_stops_on_ctrl_c(tmp_path, sig):
     from mlflow.tracking import MlflowClient
 
     db = tmp_path / "mlflow.db"
@@ -213,6 +216,7 @@ def test_hpo_ui_serves_the_store_and_stops_on_ctrl_c(tmp_path):
         env=hpo_env(),
         start_new_session=True,
     )
+    server_pid = None
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
@@ -225,7 +229,7 @@ def test_hpo_ui_serves_the_store_and_stops_on_ctrl_c(tmp_path):
         server_pid = int(line.split("server pid ")[1].split(";")[0])
         with urllib.request.urlopen(f"{url}/api/2.0/mlflow/experiments/get-by-name?experiment_name=ui-check") as r:
             assert json.loads(r.read())["experiment"]["name"] == "ui-check"
-        os.kill(proc.pid, signal.SIGINT)  # what Ctrl-C sends
+        os.kill(proc.pid, sig)  # SIGINT is what Ctrl-C sends
         assert proc.wait(timeout=60) == 0, proc.stderr.read()
         with pytest.raises(ProcessLookupError):
             os.killpg(server_pid, 0)  # the server's whole process group is gone
@@ -234,3 +238,147 @@ def test_hpo_ui_serves_the_store_and_stops_on_ctrl_c(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        if server_pid is not None and proc.returncode != 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server_pid, signal.SIGKILL)
+
+
+def fifo_sweep(name: str, num_samples: int, max_epochs: int) -> dict:
+    sweep = tiny_sweep(name, num_samples=num_samples, max_epochs=max_epochs)
+    sweep["scheduler"] = {"type": "fifo"}  # every trial runs every epoch: a known count of metric points
+    sweep["space"]["learning_rate"] = {"type": "float", "low": 0.001, "high": 0.02, "log": True}
+    return sweep
+
+
+def test_server_killed_mid_sweep_training_goes_on_and_sync_sends_every_metric_once(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    backend, port = f"sqlite:///{tmp_path}/resilience.db", free_port()
+    server = MlflowServer(backend, tmp_path / "artifacts", port=port, log_path=tmp_path / "server1.log").start()
+    sweep_file = tmp_path / "resil.yaml"
+    sweep_file.write_text(yaml.safe_dump(fifo_sweep("resil", num_samples=4, max_epochs=3), sort_keys=False))
+    runs = tmp_path / "runs"
+    args = ["tune", str(sweep_file), "--storage", str(runs), "--mlflow-uri", server.url]
+    with (tmp_path / "tune.out").open("w") as out:
+        proc = subprocess.Popen(
+            ["nice", "-n", "10", *HPO_MODULE, *args],
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=hpo_env(),
+            start_new_session=True,
+        )
+    restarted = None
+    try:
+        client = MlflowClient(tracking_uri=server.url)
+        deadline = time.monotonic() + 300
+        while True:  # kill the server as soon as the first epoch of any trial is on it
+            assert proc.poll() is None, (tmp_path / "tune.out").read_text()[-3000:]
+            assert time.monotonic() < deadline, "no epoch reached the server"
+            exp = client.get_experiment_by_name("resil")
+            if exp and client.search_runs([exp.experiment_id], "metrics.val_accuracy > -1"):
+                break
+            time.sleep(0.5)
+        server.stop()
+        assert proc.wait(timeout=600) == 0, (tmp_path / "tune.out").read_text()[-3000:]
+        output = (tmp_path / "tune.out").read_text()
+        summary = json.loads((runs / "resil" / "summary.json").read_text())
+        spool = runs / "resil" / "mlflow_spool.jsonl"
+        assert summary["mlflow"]["pending_writes"] > 0 and spool.is_file()
+        assert "run 'hpo sync resil' when the server is back" in output
+        assert [t["status"] for t in summary["trials"]] == ["completed"] * 4  # training went on
+        assert all(t["epochs"] == 3 for t in summary["trials"])
+
+        restarted = MlflowServer(backend, tmp_path / "artifacts", port=port, log_path=tmp_path / "server2.log").start()
+        proc_sync = run_hpo("sync", "resil", "--storage", str(runs), cwd=tmp_path)
+        assert proc_sync.returncode == 0, proc_sync.stderr
+        assert proc_sync.stdout.startswith("resil: ") and proc_sync.stdout.strip().endswith(" sent, 0 waiting")
+        assert not spool.exists()
+        summary = json.loads((runs / "resil" / "summary.json").read_text())
+        assert summary["mlflow"]["pending_writes"] == 0
+        client = MlflowClient(tracking_uri=restarted.url)
+        parent = client.get_run(summary["mlflow"]["parent_run_id"])
+        assert parent.info.status == "FINISHED"
+        assert parent.data.metrics["best_val_accuracy"] == pytest.approx(summary["best"]["metric"])
+        children = children_of(client, summary)
+        assert len(children) == 4
+        assert {c.info.run_id for c in children} == {t["mlflow_run_id"] for t in summary["trials"]}
+        by_run = {t["mlflow_run_id"]: t for t in summary["trials"]}
+        for child in children:
+            assert child.info.status == "FINISHED" and child.data.tags["hpo.status"] == "completed"
+            assert child.data.params["global_batch_size"] == "64"
+            for key in ("val_accuracy", "val_loss", "accuracy", "loss"):
+                steps = sorted(m.step for m in client.get_metric_history(child.info.run_id, key))
+                assert steps == [1, 2, 3], (key, steps)  # every epoch exactly once
+            history = client.get_metric_history(child.info.run_id, "val_accuracy")
+            assert max(m.value for m in history) == pytest.approx(by_run[child.info.run_id]["metric"])
+        assert summary["mlflow"]["model"]["registered_name"] == "resil"
+        assert client.get_model_version("resil", summary["mlflow"]["model"]["version"]).status == "READY"
+        again = run_hpo("sync", "resil", "--storage", str(runs), cwd=tmp_path)
+        assert again.returncode == 0 and again.stdout.strip() == "resil: 0 MLflow writes sent, 0 waiting"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        server.stop()
+        if restarted is not None:
+            restarted.stop()
+
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--virtual-time-budget=20000",  # let the single-page app fetch and render before the dump
+    "--window-size=1400,1000",
+]
+
+
+def page_text(html_text: str) -> str:
+    import html
+    import re
+
+    text = re.sub(r"<script.*?</script>|<style.*?</style>", " ", html_text, flags=re.S)
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text)))
+
+
+def chromium(url: str, *args: str, profile: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["chromium", *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, url],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=profile.parent,
+    )
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_browser_shows_the_parent_run_with_its_nested_trial_runs(server_sweep, server, client, tmp_path):
+    summary = server_sweep["summary"]
+    experiment, parent_id = summary["mlflow"]["experiment_id"], summary["mlflow"]["parent_run_id"]
+    trial_names = sorted(c.info.run_name for c in children_of(client, summary))
+    assert trial_names == ["trial-000", "trial-001", "trial-002"]
+
+    # The parent run's page: its name, tags and its child runs, by name.
+    url = f"{server.url}/#/experiments/{experiment}/runs/{parent_id}"
+    dump = chromium(url, "--dump-dom", profile=tmp_path / "profile")
+    assert dump.returncode == 0, dump.stderr[-2000:]
+    text = page_text(dump.stdout)
+    assert f"Run {parent_id} - MLflow" in text and "Status Finished" in text
+    child_runs = text.split("Child runs", 1)[1][:200]
+    assert all(name in child_runs for name in trial_names), child_runs
+    assert "hpo.kind : sweep" in text and "hpo.searcher : optuna-tpe" in text
+
+    # The experiment's training runs: the parent run at the top level, all four runs found.
+    runs_url = f"{server.url}/#/experiments/{experiment}/runs"
+    dump = chromium(runs_url, "--dump-dom", profile=tmp_path / "profile")
+    text = page_text(dump.stdout)
+    assert "Training runs" in text and " srv " in text and "4 matching runs" in text, text[:2000]
+
+    shot = tmp_path / "parent_run.png"
+    taken = chromium(url, f"--screenshot={shot}", profile=tmp_path / "profile")
+    assert taken.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
