@@ -29,6 +29,7 @@ lint: install
 
 bench: install
 	$(BIN)/python benchmarks/overhead.py
+	$(BIN)/python benchmarks/scaling.py
 
 clean:
 	rm -rf $(VENV) hpo_runs mlflow.db

@@ -22,6 +22,8 @@ WORKER_ENV: dict[str, str] = {
     "MLFLOW_LOGGING_LEVEL": "WARNING",
     # Let a stopped trial's thread hand its warm workers back before Tune gives up reusing the actor.
     "TUNE_FUNCTION_THREAD_TIMEOUT_S": "20",
+    # Save the experiment state often, so a crashed sweep resumes close to where it was.
+    "TUNE_GLOBAL_CHECKPOINT_S": "2",
     "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning",
 }
 

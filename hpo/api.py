@@ -19,6 +19,9 @@ def tune(
     address: str | None = None,
     resume: bool = False,
     console: Any = None,
+    warm_start: str | None = None,
+    warm_start_k: int = 5,
+    warm_start_mode: str = "prior",
 ) -> TuneResult:
     """Runs a sweep and returns its result.
 
@@ -31,6 +34,11 @@ def tune(
         address: Ray address (``auto``, ``ray://host:10001``); default starts a local Ray.
         resume: Continue an interrupted sweep of the same name.
         console: A ``rich`` console for progress lines; None keeps quiet.
+        warm_start: A previous sweep (name in ``storage`` or a ``summary.json`` path) whose best
+            configurations seed this sweep's study.
+        warm_start_k: How many of them.
+        warm_start_mode: ``prior`` (their results are told to the searcher) or ``reevaluate`` (they are
+            trained again first).
 
     Returns:
         The sweep's :class:`TuneResult`.
@@ -58,4 +66,14 @@ def tune(
     else:
         source = str(sweep)
         config = load_sweep(sweep, overrides)
-    return run_sweep(config, source=source, storage=storage, address=address, resume=resume, console=console)
+    return run_sweep(
+        config,
+        source=source,
+        storage=storage,
+        address=address,
+        resume=resume,
+        console=console,
+        warm_start=warm_start,
+        warm_start_k=warm_start_k,
+        warm_start_mode=warm_start_mode,
+    )

@@ -17,6 +17,8 @@ from hpo.errors import ConfigError
 
 _MODEL_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+#: Config key Tune's Repeater sets on each trial: its repeat index (0..repeats-1).
+REPEAT_KEY = "__trial_index__"
 _URL_SCHEMES = ("file://", "s3://", "gs://", "gcs://", "hdfs://", "builtin:")
 
 
@@ -59,13 +61,7 @@ class SearchConfig(_Model):
     max_concurrent: int = Field(default=2, ge=1)
     seed: int | None = None
     repeats: int = Field(default=1, ge=1)
-
-    @field_validator("repeats")
-    @classmethod
-    def _repeats(cls, value: int) -> int:
-        if value != 1:
-            raise ValueError(f"repeats: {value} is not supported yet (each configuration runs once); set it to 1")
-        return value
+    time_budget_s: float | None = Field(default=None, gt=0)
 
 
 class SchedulerConfig(_Model):
@@ -125,6 +121,7 @@ class ParamSpec(_Model):
     step: float | None = Field(default=None, gt=0)
     choices: list[Any] | None = None
     values: list[Any] | None = None
+    when: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ParamSpec:
@@ -178,13 +175,47 @@ class SweepConfig(_Model):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> SweepConfig:
+        algorithm = self.search.algorithm
         grid = [k for k, p in self.space.items() if p.type == "grid"]
-        if grid and self.search.algorithm.startswith("optuna"):
+        if grid and algorithm != "grid":
             raise _KeyedError(
                 f"space.{grid[0]}",
-                f"grid parameters cannot be used with {self.search.algorithm}; "
-                "use search.algorithm: grid or random, or make it categorical",
+                f"grid parameters need search.algorithm: grid (not {algorithm}); "
+                "set it, or make the parameter categorical",
             )
+        if algorithm == "grid":
+            points = self.grid_size
+            if self.search.num_samples % points:
+                raise _KeyedError(
+                    "search.num_samples",
+                    f"{self.search.num_samples} is not a multiple of the grid's {points} points; "
+                    f"use {points} (each point once) or a multiple of it",
+                )
+            if self.search.repeats != 1:
+                raise _KeyedError(
+                    "search.repeats",
+                    "repeats are not supported with grid search; "
+                    "list the point several times via num_samples, or use random",
+                )
+        for name, spec in self.space.items():
+            for parent, value in (spec.when or {}).items():
+                other = self.space.get(parent)
+                if other is None or other.type not in ("categorical", "grid"):
+                    raise _KeyedError(
+                        f"space.{name}.when",
+                        f"'{parent}' is not a categorical parameter of the space; condition on a categorical parameter",
+                    )
+                allowed = other.choices or other.values or []
+                wanted = value if isinstance(value, list) else [value]
+                if not set(map(str, wanted)) <= set(map(str, allowed)):
+                    raise _KeyedError(
+                        f"space.{name}.when", f"{value!r} is not a choice of '{parent}' ({allowed}); use one of them"
+                    )
+                if algorithm == "grid":
+                    raise _KeyedError(
+                        f"space.{name}.when",
+                        "conditional parameters are not supported with grid search; use optuna-tpe or random",
+                    )
         metric = self.objective.metric
         known = {"loss", *(self.trial.metrics or default_metrics(self.data.task))}
         base = metric[4:] if metric.startswith("val_") else metric
@@ -195,6 +226,15 @@ class SweepConfig(_Model):
                 f"{', '.join(sorted('val_' + k for k in known))}); pick one or add it to trial.metrics",
             )
         return self
+
+    @property
+    def grid_size(self) -> int:
+        """Points in the grid (grid parameters, and categoricals under ``algorithm: grid``) crossed."""
+        size = 1
+        for spec in self.space.values():
+            if spec.type == "grid" or (self.search.algorithm == "grid" and spec.type == "categorical"):
+                size *= len(spec.values or spec.choices or [])
+        return size
 
     @property
     def global_batch_size(self) -> int:

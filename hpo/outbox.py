@@ -105,7 +105,7 @@ class Outbox:
         self.submit({"op": "log", "key": key, "metrics": metrics or [], "params": params or {}, "tags": tags or {}})
 
     def terminate(self, key: str, status: str) -> None:
-        """Ends the run of ``key`` with ``FINISHED`` or ``FAILED``."""
+        """Sets the run of ``key`` to ``FINISHED``, ``FAILED``, ``KILLED`` or (resumed) ``RUNNING``."""
         self.submit({"op": "terminate", "key": key, "status": status})
 
     def log_model(self, model_path: str, sample_url: str, features: str, registered_name: str, trial_id: str) -> None:
@@ -204,6 +204,8 @@ class Outbox:
         run_id = self.run_ids[op["key"]]
         if kind == "log":
             self._log(run_id, op, replay)
+        elif kind == "terminate" and op["status"] == "RUNNING":
+            self.client.update_run(run_id, status="RUNNING")
         elif kind == "terminate":
             self.client.set_terminated(run_id, op["status"])
         elif kind == "log_model":

@@ -1,8 +1,15 @@
-"""Searcher and scheduler registries: sweep-file names → Ray Tune objects."""
+"""Searcher and scheduler registries: sweep-file names → Ray Tune objects.
+
+``optuna-tpe``, ``optuna-gp`` and ``random`` are Optuna samplers behind Ray's ``OptunaSearch``, with the
+study persisted in ``STORAGE/NAME/optuna.db`` (readable by ``optuna-dashboard``); ``grid`` is Tune's grid
+expansion. ``search.repeats`` wraps the searcher in Tune's ``Repeater``: each sampled configuration runs
+``repeats`` times with different seeds and the searcher is told the mean.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ray.tune.schedulers import (
@@ -12,40 +19,75 @@ from ray.tune.schedulers import (
     MedianStoppingRule,
     TrialScheduler,
 )
-from ray.tune.search import BasicVariantGenerator, Searcher
+from ray.tune.search import BasicVariantGenerator, Repeater
 
 from hpo.config import SweepConfig
+from hpo.space import define_by_run
+from hpo.warmstart import Mode, seed_study
 
 #: Tune's iteration counter; one iteration is one epoch of a trial.
 TIME_ATTR = "training_iteration"
 
 
-def _optuna(sampler_name: str) -> Callable[[SweepConfig], Searcher]:
-    def build(config: SweepConfig) -> Searcher:
-        import optuna
-        from ray.tune.search.optuna import OptunaSearch
+def _sampler(config: SweepConfig) -> Any:
+    import optuna
 
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        seed = config.search.seed
-        if sampler_name == "tpe":
-            sampler = optuna.samplers.TPESampler(seed=seed)
-        else:
-            sampler = optuna.samplers.GPSampler(seed=seed)
-        return OptunaSearch(sampler=sampler)
-
-    return build
+    seed = config.search.seed
+    algorithm = config.search.algorithm
+    if algorithm == "optuna-tpe":
+        return optuna.samplers.TPESampler(seed=seed)
+    if algorithm == "optuna-gp":
+        return optuna.samplers.GPSampler(seed=seed)
+    return optuna.samplers.RandomSampler(seed=seed)
 
 
-def _basic(config: SweepConfig) -> BasicVariantGenerator:
-    return BasicVariantGenerator(random_state=config.search.seed)
+def study_url(sweep_dir: Path) -> str:
+    """The Optuna RDB storage URL of a sweep's study."""
+    return f"sqlite:///{sweep_dir / 'optuna.db'}"
 
 
-SEARCHERS: dict[str, Callable[[SweepConfig], Searcher | BasicVariantGenerator]] = {
-    "optuna-tpe": _optuna("tpe"),
-    "optuna-gp": _optuna("gp"),
-    "random": _basic,
-    "grid": _basic,
-}
+def build_searcher(
+    config: SweepConfig,
+    sweep_dir: Path,
+    resume: bool = False,
+    warm_points: list[tuple[dict[str, Any], float]] | None = None,
+    warm_mode: Mode = "prior",
+) -> Any:
+    """Returns the Tune search algorithm named by ``search.algorithm`` (wrapped for repeats).
+
+    Args:
+        config: The sweep.
+        sweep_dir: ``STORAGE/NAME``; the Optuna study is kept there.
+        resume: Continue the persisted study instead of starting a fresh one.
+        warm_points: ``(params, metric)`` of a previous sweep to seed the study with.
+        warm_mode: ``prior`` (told as finished trials) or ``reevaluate`` (queued to run first).
+    """
+    if config.search.algorithm == "grid":
+        return BasicVariantGenerator(random_state=config.search.seed)
+    import optuna
+    from ray.tune.search.optuna import OptunaSearch
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    storage = optuna.storages.RDBStorage(study_url(sweep_dir))
+    if not resume:
+        try:
+            optuna.delete_study(study_name=config.name, storage=storage)
+        except KeyError:
+            pass
+        if warm_points:
+            seed_study(study_url(sweep_dir), config, warm_points, warm_mode)
+    searcher = OptunaSearch(
+        space=define_by_run(config),
+        metric=config.objective.metric,
+        mode=config.objective.mode,
+        sampler=_sampler(config),
+        storage=storage,
+        study_name=config.name,
+    )
+    if config.search.repeats > 1:
+        return Repeater(searcher, repeat=config.search.repeats, set_index=True)
+    return searcher
 
 
 def _asha(config: SweepConfig) -> TrialScheduler:
@@ -77,11 +119,13 @@ SCHEDULERS: dict[str, Callable[[SweepConfig], TrialScheduler]] = {
 }
 
 
-def build_searcher(config: SweepConfig) -> Any:
-    """Returns the Tune search algorithm named by ``search.algorithm``."""
-    return SEARCHERS[config.search.algorithm](config)
-
-
 def build_scheduler(config: SweepConfig) -> TrialScheduler:
     """Returns the Tune scheduler named by ``scheduler.type``."""
     return SCHEDULERS[config.scheduler.type](config)
+
+
+def tune_num_samples(config: SweepConfig) -> int:
+    """Tune's ``num_samples``: configurations × repeats, or repetitions of the grid for ``grid``."""
+    if config.search.algorithm == "grid":
+        return config.search.num_samples // config.grid_size
+    return config.search.num_samples * config.search.repeats

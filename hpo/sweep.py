@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import hpo._env as _env
-from hpo.config import SweepConfig
+from hpo.config import REPEAT_KEY, SweepConfig
 from hpo.data import DatasetInfo, builtin_digits, describe, path_to_url, url_to_path, write_dataset
 from hpo.errors import ConfigError, SweepAborted
 from hpo.outbox import SPOOL_NAME, update_summary, write_summary
@@ -162,9 +162,12 @@ def _trial_rows(results: Any, config: SweepConfig, run_ids: dict[str, str]) -> l
             status = "completed"
         else:
             status = "stopped_early"
+        config_ = dict(result.config or {})
+        repeat = int(config_.pop(REPEAT_KEY, 0))
         row = {
             "trial_id": trial_id,
-            "params": {k: v for k, v in (result.config or {}).items()},
+            "params": config_,
+            "repeat": repeat,
             "status": status,
             "epochs": epochs,
             "metric": _best(values, mode),
@@ -186,6 +189,9 @@ def run_sweep(
     address: str | None = None,
     resume: bool = False,
     console: Any = None,
+    warm_start: str | None = None,
+    warm_start_k: int = 5,
+    warm_start_mode: str = "prior",
 ) -> TuneResult:
     """Runs a whole sweep and writes ``STORAGE/NAME/summary.json``.
 
@@ -196,6 +202,9 @@ def run_sweep(
         address: Ray address to connect to (``auto``, ``ray://…``); default: a new local Ray.
         resume: Continue an interrupted sweep of the same name.
         console: A ``rich`` console for progress lines (None: quiet).
+        warm_start: A previous sweep (name in ``storage``, or its ``summary.json`` path) to seed the study.
+        warm_start_k: How many of its best configurations to take.
+        warm_start_mode: ``prior`` (use their results) or ``reevaluate`` (train them again first).
 
     Returns:
         The sweep's result.
@@ -204,38 +213,58 @@ def run_sweep(
 
     from hpo import tracking
     from hpo.progress import ConsoleProgress
-    from hpo.search import build_scheduler, build_searcher
+    from hpo.search import build_scheduler, build_searcher, tune_num_samples
     from hpo.space import to_param_space
     from hpo.trial.driver import make_trainable
 
     storage = Path(storage).resolve()
     sweep_dir = storage / config.name
     spec = preflight(config, storage, source)
+    warm_points = None
+    if warm_start:
+        from hpo.warmstart import previous_best
+
+        if config.search.algorithm == "grid":
+            raise ConfigError(
+                f"{source}: search.algorithm: --warm-start needs an Optuna-backed searcher "
+                "(optuna-tpe, optuna-gp, random), not grid"
+            )
+        previous = Path(warm_start)
+        previous = previous if previous.suffix == ".json" else storage / warm_start / "summary.json"
+        warm_points = previous_best(previous, config, warm_start_k)
     uri = tracking.normalize_uri(config.tracking.mlflow_uri)
     started_ray = start_ray(address)
     started = time.time()
-    sweep_run = tracking.start_sweep_run(
-        uri,
-        config.tracking.experiment or config.name,
-        config.name,
-        params=_flat_params(config),
-        tags={
-            "hpo.sweep_file": source,
-            "hpo.searcher": config.search.algorithm,
-            "hpo.scheduler": config.scheduler.type,
-            "hpo.objective": f"{config.objective.metric} ({config.objective.mode})",
-            **tracking.git_tags(os.getcwd()),
-        },
-        artifact_location=(storage / "_mlflow_artifacts").as_uri() if tracking.is_local(uri) else None,
-    )
-    sweep_file = Path(source) if not source.startswith("<") else None
-    tracking.log_sweep_file(sweep_run, sweep_file, _config_yaml(config))
+    state_path = sweep_dir / "hpo_state.json"
+    resume = resume and tune.Tuner.can_restore(str(sweep_dir)) and state_path.is_file()
+    if resume:
+        sweep_run = tracking.resume_sweep_run(tracking.SweepRun(**json.loads(state_path.read_text())["mlflow"]))
+    else:
+        sweep_run = tracking.start_sweep_run(
+            uri,
+            config.tracking.experiment or config.name,
+            config.name,
+            params=_flat_params(config),
+            tags={
+                "hpo.sweep_file": source,
+                "hpo.searcher": config.search.algorithm,
+                "hpo.scheduler": config.scheduler.type,
+                "hpo.objective": f"{config.objective.metric} ({config.objective.mode})",
+                **tracking.git_tags(os.getcwd()),
+            },
+            artifact_location=(storage / "_mlflow_artifacts").as_uri() if tracking.is_local(uri) else None,
+        )
+        sweep_file = Path(source) if not source.startswith("<") else None
+        tracking.log_sweep_file(sweep_run, sweep_file, _config_yaml(config))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        state_path.write_text(json.dumps({"mlflow": sweep_run.__dict__}))
     nesting = tracking.MlflowNesting(
         sweep_run, config.objective.metric, config.objective.mode, config.name, sweep_dir / SPOOL_NAME
     )
     callbacks: list[Any] = [nesting]
     if console is not None:
-        callbacks.append(ConsoleProgress(console, config.objective.metric, config.search.num_samples))
+        planned = config.search.num_samples * config.search.repeats
+        callbacks.append(ConsoleProgress(console, config.objective.metric, planned))
     trainable = make_trainable(spec)
     run_config = tune.RunConfig(
         name=config.name,
@@ -245,19 +274,20 @@ def run_sweep(
         failure_config=tune.FailureConfig(max_failures=config.trial.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
     )
-    if resume and tune.Tuner.can_restore(str(sweep_dir)):
+    if resume:
         tuner = tune.Tuner.restore(str(sweep_dir), trainable=trainable, resume_errored=True)
     else:
         tuner = tune.Tuner(
             trainable,
-            param_space=to_param_space(config),
+            param_space=to_param_space(config) if config.search.algorithm == "grid" else {},
             tune_config=tune.TuneConfig(
                 metric=config.objective.metric,
                 mode=config.objective.mode,
-                search_alg=build_searcher(config),
+                search_alg=build_searcher(config, sweep_dir, False, warm_points, warm_start_mode),
                 scheduler=build_scheduler(config),
-                num_samples=config.search.num_samples,
+                num_samples=tune_num_samples(config),
                 max_concurrent_trials=config.search.max_concurrent,
+                time_budget_s=config.search.time_budget_s,
                 reuse_actors=True,
             ),
             run_config=run_config,
@@ -275,7 +305,10 @@ def run_sweep(
             outbox.terminate("sweep", "FAILED")
             if started_ray:
                 _shutdown_ray()
-    rows = _trial_rows(results, config, {})
+    run_ids = {} if outbox.down else tracking.trial_run_ids(sweep_run)  # incl. runs of a resumed sweep
+    rows = _trial_rows(results, config, run_ids)
+    if not outbox.down:  # a resumed sweep: close the runs of trials the crash took away
+        tracking.close_lost_runs(sweep_run, set(run_ids) - {r["trial_id"] for r in rows})
     scored = [r for r in rows if r["metric"] is not None]
     pick = max if config.objective.mode == "max" else min
     best = pick(scored, key=lambda r: r["metric"]) if scored else None
@@ -360,3 +393,41 @@ def _close_parent(
     metrics = [(k, float(v), now, 0) for k, v in final.items() if finite(v)]
     outbox.log("sweep", metrics=metrics, tags=tags)
     outbox.terminate("sweep", "FAILED" if best is None else "FINISHED")
+
+
+def partition(config: SweepConfig, column: str, storage: Path, source: str) -> list[tuple[str, SweepConfig]]:
+    """Splits a sweep's data by the values of ``column`` into one sweep per value.
+
+    Each partition gets its own dataset (written under ``STORAGE/_data/NAME/COLUMN=VALUE``), its own name
+    (``NAME-VALUE``), and so its own Optuna study, MLflow parent run and ``summary.json``.
+
+    Returns:
+        ``(value, config)`` per partition, in value order.
+    """
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    d = config.data
+    if d.train.startswith("builtin:"):
+        raise ConfigError(f"{source}: data.train: --partition-by needs a file:// dataset, not {d.train}")
+    path = url_to_path(d.train)
+    names = pq.read_schema(next(iter(sorted(path.rglob("*.parquet")))) if path.is_dir() else path).names
+    if column not in names:
+        raise ConfigError(
+            f"{source}: data.train: column '{column}' not found (columns: {', '.join(names)}); "
+            "pass --partition-by with one of them"
+        )
+    table = pq.read_table(path, columns=[d.features, d.label, column])
+    keys = table.column(column).to_numpy(zero_copy_only=False)
+    x = np.asarray(table.column(d.features).to_pylist(), dtype=np.float32)
+    y = table.column(d.label).to_numpy()
+    out = []
+    for value in sorted(set(keys.tolist()), key=str):
+        rows = np.flatnonzero(keys == value)
+        url = path_to_url(storage / "_data" / config.name / f"{column}={value}")
+        write_dataset(x[rows], y[rows], url, features_column=d.features, label_column=d.label, row_ids=rows)
+        data = config.model_dump()
+        data["name"] = f"{config.name}-{value}"
+        data["data"].update(train=url, validation=None)
+        out.append((str(value), SweepConfig.model_validate(data)))
+    return out

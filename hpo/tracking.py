@@ -16,6 +16,8 @@ from typing import Any
 
 from ray.tune import Callback
 
+from hpo.config import REPEAT_KEY
+
 #: The trial's effective training settings, reported with every epoch; logged once, as params.
 EFFECTIVE = ("effective_learning_rate", "global_batch_size", "steps_per_epoch", "validation_steps")
 #: Tune bookkeeping keys that are not model metrics.
@@ -176,6 +178,31 @@ def _log_params(client: Any, run_id: str, params: dict[str, Any]) -> None:
         client.log_batch(run_id, params=items[start : start + 100])
 
 
+def trial_run_ids(sweep: SweepRun, client: Any = None) -> dict[str, str]:
+    """The nested runs of a sweep's parent run, by Tune trial id."""
+    client = client or _client(sweep.uri)
+    runs = client.search_runs(
+        [sweep.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{sweep.parent_run_id}'", max_results=50000
+    )
+    return {r.data.tags["hpo.trial_id"]: r.info.run_id for r in runs if "hpo.trial_id" in r.data.tags}
+
+
+def close_lost_runs(sweep: SweepRun, trial_ids: set[str]) -> None:
+    """Closes the runs of trials a crash took away before Tune saved them (a resumed sweep reran them)."""
+    client = _client(sweep.uri)
+    for trial_id, run_id in trial_run_ids(sweep, client).items():
+        if trial_id in trial_ids:
+            client.set_tag(run_id, "hpo.status", "lost")
+            client.set_tag(run_id, "hpo.stop_reason", "the sweep crashed before this trial was saved; it was rerun")
+            client.set_terminated(run_id, "KILLED")
+
+
+def resume_sweep_run(sweep: SweepRun) -> SweepRun:
+    """Marks an interrupted sweep's parent run as running again and returns it."""
+    _client(sweep.uri).update_run(sweep.parent_run_id, status="RUNNING")
+    return sweep
+
+
 class MlflowNesting(Callback):
     """Tune callback: a nested MLflow run per trial, with per-epoch metrics and a final status.
 
@@ -203,7 +230,7 @@ class MlflowNesting(Callback):
             sweep.uri, spool_path or Path(SPOOL_NAME).resolve(), sweep.parent_run_id, sweep.experiment_id
         )
         self._started: set[str] = set()
-        self._index = 0
+        self._last_step: dict[str, int] = {}
 
     @property
     def run_ids(self) -> dict[str, str]:
@@ -216,24 +243,43 @@ class MlflowNesting(Callback):
             return
         self._started.add(trial.trial_id)
         key = f"trial:{trial.trial_id}"
+        existing = self._existing_run(trial.trial_id)
+        if existing is not None:
+            # A resumed sweep (or a retried trial): keep logging into the same run, after its last epoch.
+            self.outbox.run_ids[key] = existing
+            history = self.outbox.client.get_metric_history(existing, self.objective)
+            self._last_step[trial.trial_id] = max((m.step for m in history), default=0)
+            self.outbox.terminate(key, "RUNNING")
+            return
         self.outbox.create_run(
             key,
-            run_name=f"trial-{self._index:03d}",
+            run_name=f"trial-{trial.trial_id}",
             tags={
                 "mlflow.parentRunId": self.sweep.parent_run_id,
                 "hpo.kind": "trial",
                 "hpo.trial_id": trial.trial_id,
                 "hpo.sweep": self.sweep_name,
-                "hpo.repeat": "0",  # repeats > 1 are not supported yet
+                "hpo.repeat": str(trial.config.get(REPEAT_KEY, 0)),
             },
         )
-        self._index += 1
-        params = {str(k): str(v)[:6000] for k, v in dict(trial.config).items()}
+        params = {str(k): str(v)[:6000] for k, v in trial.config.items() if k != REPEAT_KEY}
         self.outbox.log(key, params=params)
+
+    def _existing_run(self, trial_id: str) -> str | None:
+        """The run of ``trial_id`` if the parent already has one (None, too, while the server is down)."""
+        if self.outbox.down:
+            return None
+        try:
+            return trial_run_ids(self.sweep, self.outbox.client).get(trial_id)
+        except Exception:  # noqa: BLE001  (server just went away: the outbox spools the new run's writes)
+            return None
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         """Logs one epoch's metrics (step = epoch); the effective LR and global batch as params."""
         step = int(result.get("epoch", result.get("training_iteration", 0)))
+        if step <= self._last_step.get(trial.trial_id, 0):
+            return  # already logged before the sweep or the trial was resumed
+        self._last_step[trial.trial_id] = step
         ts = int(result.get("timestamp", 0) * 1000)
         metrics = [(key, float(value), ts, step) for key, value in result.items() if key not in _SKIP and finite(value)]
         params = {}

@@ -17,6 +17,15 @@ echo "installing the pinned stack (requirements/stack.txt)"
 $pip install --quiet -r requirements/stack.txt -r requirements/dev.txt
 $pip install --quiet --no-deps -e .
 VENV="$venv" bash scripts/install_horovod.sh
+# Optuna's GPSampler (search.algorithm: optuna-gp) needs torch; torch 2.13 (CPU build) declares
+# setuptools>=77 while Petastorm 0.13.1 declares setuptools<70. Neither imports setuptools at run time,
+# so torch is installed on its own and setuptools is put back to the version Petastorm declares.
+if ! "$venv/bin/python" -c "import torch" >/dev/null 2>&1; then
+  echo "installing torch 2.13.0 (CPU) for optuna-gp"
+  $pip install --quiet torch==2.13.0 2>&1 | grep -v "dependency resolver\|requires setuptools\|has requirement" || true
+  $pip install --quiet setuptools==69.5.1 2>&1 | grep -v "dependency resolver\|requires setuptools\|has requirement" || true
+  "$venv/bin/python" -c "import torch" || { echo "torch failed to install" >&2; exit 1; }
+fi
 # Fail loudly if the stack does not import together.
 "$venv/bin/python" - <<'PY'
 import hpo._env  # noqa: F401

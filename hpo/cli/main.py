@@ -40,12 +40,39 @@ def tune(
     storage: Storage = Path("hpo_runs"),
     mlflow_uri: Annotated[Optional[str], typer.Option(help="Override tracking.mlflow_uri.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue an interrupted sweep of this name.")] = False,
+    warm_start: Annotated[
+        Optional[str], typer.Option(help="Seed the study with a previous sweep's best configs (name or summary.json).")
+    ] = None,
+    warm_start_k: Annotated[int, typer.Option(help="How many of the previous best configs.")] = 5,
+    warm_start_mode: Annotated[
+        str, typer.Option(help="prior: use their results; reevaluate: train them again first.")
+    ] = "prior",
+    partition_by: Annotated[
+        Optional[str], typer.Option(help="Run one sweep per value of this data column (e.g. region).")
+    ] = None,
 ) -> None:
     """Run a sweep; print the best trial and where the results are."""
     from hpo.api import tune as run
 
+    if warm_start_mode not in ("prior", "reevaluate"):
+        raise ConfigError(f"--warm-start-mode: '{warm_start_mode}' is not allowed; use prior or reevaluate")
+    if partition_by:
+        from hpo.config import load_sweep
+        from hpo.sweep import partition
+
+        overrides = {"search.num_samples": num_samples} if num_samples else {}
+        parts = partition(load_sweep(file, overrides), partition_by, storage.resolve(), str(file))
+        for value, config in parts:
+            console.print(f"== partition {partition_by}={value}: sweep {config.name}", highlight=False)
+            part = run(config, storage=storage, mlflow_uri=mlflow_uri, address=address, resume=resume, console=console)
+            _print_summary(part.summary)
+            console.print(f"summary: {part.summary_path}", highlight=False)
+        return
     result = run(
         file,
+        warm_start=warm_start,
+        warm_start_k=warm_start_k,
+        warm_start_mode=warm_start_mode,
         num_samples=num_samples,
         name=name,
         storage=storage,

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hpo.config import REPEAT_KEY
 from hpo.trial.spec import TRAINER_PARAMS, TrialSpec, resolve_model
 
 #: Ranks agree on "stop now?" (a tiny broadcast) about this many times per epoch, and at every epoch end.
@@ -186,7 +187,7 @@ def run_worker(
         _pin_devices(tf, hvd.local_rank(), spec.gpus_per_worker)
     keras.backend.clear_session()  # a warm worker starts each trial from a clean graph
     rank, size = hvd.rank(), hvd.size()
-    seed = int(params.get("seed", spec.seed))
+    seed = spec.seed + 7919 * int(params.get(REPEAT_KEY, 0))  # each repeat: its own init and data order
     keras.utils.set_random_seed(seed + 1000 * rank)
 
     hyper = spec.hyper(params)
@@ -197,7 +198,7 @@ def run_worker(
     train.epoch = val.epoch = initial_epoch  # a resumed trial continues the per-epoch shuffle sequence
 
     builder = resolve_model(spec.model)
-    model_params = {k: v for k, v in params.items() if k not in TRAINER_PARAMS}
+    model_params = {k: v for k, v in params.items() if k not in TRAINER_PARAMS and k != REPEAT_KEY}
     model = builder(params=model_params, input_shape=(spec.train.feature_dim,), num_classes=spec.train.num_classes)
     if not isinstance(model, keras.Model):
         raise TypeError(

@@ -90,9 +90,31 @@ def test_objective_metric_must_be_logged():
     assert "val_accuracy" in msg
 
 
-def test_grid_with_optuna_is_rejected():
+def test_grid_parameters_need_grid_search():
     msg = error_of(base_sweep(space={"units": {"type": "grid", "values": [8, 16]}}))
-    assert msg.startswith("s.yaml: space.units: grid parameters cannot be used with optuna-tpe")
+    assert msg == ("s.yaml: space.units: grid parameters need search.algorithm: grid (not optuna-tpe); "
+                   "set it, or make the parameter categorical")
+
+
+def test_num_samples_smaller_than_grid():
+    space = {"units": {"type": "grid", "values": [8, 16, 32]}, "opt": {"type": "categorical", "choices": ["a", "b"]}}
+    msg = error_of(base_sweep(search={"algorithm": "grid", "num_samples": 4}, space=space))
+    assert msg == ("s.yaml: search.num_samples: 4 is not a multiple of the grid's 6 points; "
+                   "use 6 (each point once) or a multiple of it")
+    assert parse_sweep(base_sweep(search={"algorithm": "grid", "num_samples": 12}, space=space)).grid_size == 6
+
+
+def test_conditions_must_name_a_categorical_choice():
+    space = {
+        "optimizer": {"type": "categorical", "choices": ["adam", "sgd"]},
+        "momentum": {"type": "float", "low": 0.0, "high": 0.9, "when": {"optimizer": "rmsprop"}},
+    }
+    msg = error_of(base_sweep(space=space))
+    assert msg == (
+        "s.yaml: space.momentum.when: 'rmsprop' is not a choice of 'optimizer' (['adam', 'sgd']); use one of them"
+    )
+    space["momentum"]["when"] = {"units": 3}
+    assert "'units' is not a categorical parameter of the space" in error_of(base_sweep(space=space))
 
 
 def test_categorical_needs_choices():

@@ -1,0 +1,150 @@
+"""Every searcher x scheduler through the same real path: suggest -> train -> report -> complete."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import optuna
+import pandas as pd
+import pytest
+
+import hpo
+from hpo.search import study_url
+
+pytestmark = pytest.mark.slow
+SEARCHERS = ["optuna-tpe", "optuna-gp", "random", "grid"]
+SCHEDULERS = ["asha", "hyperband", "median", "fifo"]
+
+
+@pytest.fixture(scope="module")
+def ray_session(tmp_path_factory):
+    import ray
+
+    from hpo.sweep import start_ray
+
+    start_ray(num_cpus=2)
+    yield
+    ray.shutdown()
+
+
+def tiny(name: str, algorithm: str, scheduler: str, **search) -> hpo.SweepConfig:
+    space = {
+        "learning_rate": {"type": "float", "low": 0.001, "high": 0.05, "log": True},
+        "units": {"type": "int", "low": 8, "high": 32, "step": 8},
+        "optimizer": {"type": "categorical", "choices": ["adam", "sgd"]},
+    }
+    if algorithm == "grid":
+        space = {"units": {"type": "grid", "values": [8, 16]}, "optimizer": {"type": "categorical",
+                                                                             "choices": ["adam", "sgd"]}}
+    return hpo.SweepConfig.model_validate({
+        "name": name,
+        "model": "hpo.models.mlp:build",
+        "data": {"train": "builtin:digits"},
+        "search": {"algorithm": algorithm, "num_samples": 4, "max_concurrent": 2, "seed": 5, **search},
+        "scheduler": {"type": scheduler, "grace_period": 1},
+        "trial": {"workers": 2, "cpus_per_worker": 0.5, "max_epochs": 3, "batch_size_per_worker": 64,
+                  "max_failures": 0},
+        "space": space,
+    })
+
+
+def in_space(config: hpo.SweepConfig, params: dict) -> bool:
+    for name, value in params.items():
+        spec = config.space[name]
+        if spec.type == "float" and not spec.low <= value <= spec.high:
+            return False
+        if spec.type == "int" and not (spec.low <= value <= spec.high and (value - spec.low) % (spec.step or 1) == 0):
+            return False
+        if spec.type in ("categorical", "grid") and value not in (spec.choices or spec.values):
+            return False
+    return True
+
+
+@pytest.mark.parametrize(("algorithm", "scheduler"), list(itertools.product(SEARCHERS, SCHEDULERS)))
+def test_searcher_scheduler_pair(ray_session, tmp_path, monkeypatch, algorithm, scheduler):
+    monkeypatch.chdir(tmp_path)
+    config = tiny(f"{algorithm}-{scheduler}", algorithm, scheduler)
+    result = hpo.tune(config, storage=tmp_path / "runs")
+    summary = json.loads(result.summary_path.read_text())
+    trials = summary["trials"]
+    assert len(trials) == 4
+    assert all(t["status"] in ("completed", "stopped_early") for t in trials), trials
+    assert all(in_space(config, t["params"]) and set(t["params"]) == set(config.space) for t in trials)
+    assert all(1 <= t["epochs"] <= 3 and t["metric"] is not None for t in trials)
+    best = max(trials, key=lambda t: t["metric"])
+    assert summary["best"]["trial_id"] == best["trial_id"]
+    if algorithm == "grid":
+        assert sorted((t["params"]["units"], t["params"]["optimizer"]) for t in trials) == [
+            (8, "adam"), (8, "sgd"), (16, "adam"), (16, "sgd")]
+    else:
+        # The searcher was told every trial's outcome, stopped ones included, with the last value it saw.
+        study = optuna.load_study(study_name=config.name, storage=study_url(tmp_path / "runs" / config.name))
+        told = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+        assert len(told) == 4 and all(t.value is not None for t in told)
+        assert sorted(round(t.params["learning_rate"], 10) for t in told) == sorted(
+            round(t["params"]["learning_rate"], 10) for t in trials)
+
+
+def test_seed_makes_the_suggestions_reproducible(ray_session, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runs = [hpo.tune(tiny("seeded", "random", "fifo"), storage=tmp_path / f"runs{i}") for i in range(2)]
+    params = [sorted(json.dumps(t["params"], sort_keys=True) for t in r.summary["trials"]) for r in runs]
+    assert params[0] == params[1]
+
+
+def test_conditional_parameter_only_when_its_parent_matches(ray_session, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = tiny("conditional", "random", "fifo")
+    data = config.model_dump()
+    data["space"]["momentum"] = {"type": "float", "low": 0.5, "high": 0.9, "when": {"optimizer": "sgd"}}
+    data["search"]["num_samples"] = 6
+    result = hpo.tune(hpo.SweepConfig.model_validate(data), storage=tmp_path / "runs")
+    trials = result.summary["trials"]
+    assert {t["params"]["optimizer"] for t in trials} == {"adam", "sgd"}  # seeded: both drawn
+    for t in trials:
+        assert ("momentum" in t["params"]) == (t["params"]["optimizer"] == "sgd")
+
+
+def test_repeats_run_each_config_with_different_seeds(ray_session, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = tiny("repeats", "optuna-tpe", "fifo", num_samples=2, repeats=2)
+    result = hpo.tune(config, storage=tmp_path / "runs")
+    trials = result.summary["trials"]
+    assert len(trials) == 4
+    by_config: dict[str, list] = {}
+    for t in trials:
+        by_config.setdefault(json.dumps(t["params"], sort_keys=True), []).append(t)
+    assert len(by_config) == 2
+    for group in by_config.values():
+        assert sorted(t["repeat"] for t in group) == [0, 1]
+        assert group[0]["metric"] != group[1]["metric"]  # different init and data order
+    study = optuna.load_study(study_name="repeats", storage=study_url(tmp_path / "runs" / "repeats"))
+    told = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(told) == 2  # the searcher saw one value (the mean) per configuration
+    for t in told:
+        group = by_config[json.dumps({k: t.params[k] for k in sorted(t.params)}, sort_keys=True)]
+        lasts = []
+        for trial in group:
+            (trial_dir,) = (tmp_path / "runs" / "repeats").glob(f"hpo_trial_{trial['trial_id']}_*")
+            lasts.append(float(pd.read_csv(trial_dir / "progress.csv")["val_accuracy"].iloc[-1]))
+        assert t.value == pytest.approx(sum(lasts) / 2)
+
+
+def test_warm_start_from_a_previous_sweep(ray_session, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    storage = tmp_path / "runs"
+    first = hpo.tune(tiny("daily-1", "random", "fifo", num_samples=3), storage=storage)
+    ranked = sorted(first.summary["trials"], key=lambda t: t["metric"], reverse=True)
+
+    prior = hpo.tune(tiny("daily-2", "optuna-tpe", "fifo", num_samples=2), storage=storage,
+                     warm_start="daily-1", warm_start_k=2, warm_start_mode="prior")
+    study = optuna.load_study(study_name="daily-2", storage=study_url(storage / "daily-2"))
+    seeded = [(t.params, t.value) for t in study.trials[:2]]
+    assert seeded == [(t["params"], t["metric"]) for t in ranked[:2]]  # told, not rerun
+    assert len(prior.summary["trials"]) == 2 and len(study.trials) == 4
+
+    again = hpo.tune(tiny("daily-3", "optuna-tpe", "fifo", num_samples=2), storage=storage,
+                     warm_start=str(first.summary_path), warm_start_k=1, warm_start_mode="reevaluate")
+    rerun = [t["params"] for t in again.summary["trials"]]
+    assert ranked[0]["params"] in rerun  # the previous best was trained again
