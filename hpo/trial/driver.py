@@ -108,10 +108,12 @@ def _stream(
     while True:
         messages = ray.get(group.channel.drain.remote())
         if not messages:
-            done, pending = ray.wait(pending, num_returns=len(pending), timeout=_POLL_S) if pending else ([], [])
-            _gather(done)
+            # Return only after a drain that follows the end of every rank: a rank's last message may
+            # land between a drain and the wait below (seen under load: a trial's final epoch was lost).
             if not pending:
                 return
+            done, pending = ray.wait(pending, num_returns=len(pending), timeout=_POLL_S)
+            _gather(done)
             continue
         for msg in messages:
             if msg["kind"] == "start":
