@@ -382,3 +382,49 @@ def test_browser_shows_the_parent_run_with_its_nested_trial_runs(server_sweep, s
     shot = tmp_path / "parent_run.png"
     taken = chromium(url, f"--screenshot={shot}", profile=tmp_path / "profile")
     assert taken.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+def test_two_sweeps_logging_to_one_server_at_once_stay_separate(server, client, tmp_path):
+    procs = {}
+    for name in ("conc-a", "conc-b"):
+        work = tmp_path / name
+        work.mkdir()
+        sweep = fifo_sweep(name, num_samples=2, max_epochs=2)
+        sweep["search"]["max_concurrent"] = 1  # two sweeps share two cores
+        (work / "s.yaml").write_text(yaml.safe_dump(sweep, sort_keys=False))
+        args = ["tune", str(work / "s.yaml"), "--storage", str(work / "runs"), "--mlflow-uri", server.url]
+        procs[name] = subprocess.Popen(
+            ["nice", "-n", "10", *HPO_MODULE, *args],
+            cwd=work,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=hpo_env(),
+            start_new_session=True,
+        )
+    try:
+        outputs = {name: proc.communicate(timeout=600)[0] for name, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    experiments = set()
+    for name, proc in procs.items():
+        assert proc.returncode == 0, outputs[name][-3000:]
+        summary = json.loads((tmp_path / name / "runs" / name / "summary.json").read_text())
+        experiments.add(summary["mlflow"]["experiment_id"])
+        assert client.get_experiment(summary["mlflow"]["experiment_id"]).name == name
+        parent = client.get_run(summary["mlflow"]["parent_run_id"])
+        assert parent.info.run_name == name and parent.info.status == "FINISHED"
+        runs = client.search_runs([summary["mlflow"]["experiment_id"]])
+        children = children_of(client, summary)
+        assert len(runs) == 3 and len(children) == 2  # its parent and its own trials, nothing else
+        assert {c.data.tags["hpo.sweep"] for c in children} == {name}
+        assert {c.info.run_id for c in children} == {t["mlflow_run_id"] for t in summary["trials"]}
+        for child in children:
+            steps = [m.step for m in client.get_metric_history(child.info.run_id, "val_accuracy")]
+            assert steps == [1, 2]
+        assert summary["mlflow"]["model"]["registered_name"] == name
+        assert client.get_model_version(name, summary["mlflow"]["model"]["version"]).run_id == parent.info.run_id
+    assert len(experiments) == 2
