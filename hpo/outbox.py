@@ -21,9 +21,14 @@ from typing import Any
 from hpo.mlflow_server import health
 
 SPOOL_NAME = "mlflow_spool.jsonl"
-#: Per-request limits for a tracking server: our own retries replace MLflow's (7 retries, 120 s timeout),
-#: which would stall the sweep for minutes per write while the server is down.
-HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+#: Settings for a tracking server (the user's own values win): our own retries replace MLflow's (7 retries,
+#: 120 s timeout), which would stall the sweep for minutes per write while the server is down; and no
+#: "View run ... at" lines on stdout for every run MLflow closes.
+HTTP_ENV = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
+}
 
 log = logging.getLogger(__name__)
 
