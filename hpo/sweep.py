@@ -133,10 +133,34 @@ def start_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
         "runtime_env": {"env_vars": {**env, "PYTHONPATH": path}},
     }
     if address:
+        _use_token_auth_if_available(address)
         ray.init(address=address, **kwargs)
     else:
         ray.init(address="local", num_cpus=num_cpus, **kwargs)
     return True
+
+
+def _use_token_auth_if_available(address: str) -> None:
+    """Turns Ray token auth on for this process when connecting to a running cluster with a token at hand.
+
+    ``ray.init`` enables token auth by itself only for a cluster it finds on its own; an explicit
+    address, ``RAY_ADDRESS`` included (which ``ray job submit`` sets), is tried without a token unless
+    ``RAY_AUTH_MODE=token`` is set, and a cluster started by ``ray start`` rejects that. An explicit
+    ``RAY_AUTH_MODE`` is left alone; Ray Client (``ray://``) addresses authenticate differently.
+    """
+    if address.startswith("ray://") or "RAY_AUTH_MODE" in os.environ:
+        return
+    import logging
+
+    from ray._private.authentication import authentication_token_setup as auth
+
+    log = logging.getLogger(auth.__name__)
+    level = log.level
+    log.setLevel(logging.ERROR)  # its "token authentication is enabled" notice is for new clusters
+    try:
+        auth.maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    finally:
+        log.setLevel(level)
 
 
 def _best(values: list[float], mode: str) -> float | None:
@@ -212,10 +236,11 @@ def run_sweep(
     from ray import tune
 
     from hpo import tracking
+    from hpo.cluster import check_trial_fits_cluster
     from hpo.progress import ConsoleProgress
     from hpo.search import build_scheduler, build_searcher, tune_num_samples
     from hpo.space import to_param_space
-    from hpo.trial.driver import make_trainable
+    from hpo.trial.driver import make_trainable, worker_bundle
 
     storage = Path(storage).resolve()
     sweep_dir = storage / config.name
@@ -234,6 +259,12 @@ def run_sweep(
         warm_points = previous_best(previous, config, warm_start_k)
     uri = tracking.normalize_uri(config.tracking.mlflow_uri)
     started_ray = start_ray(address)
+    try:
+        check_trial_fits_cluster(worker_bundle(spec), spec.workers, source=source, local=not address)
+    except ConfigError:
+        if started_ray:
+            _shutdown_ray()
+        raise
     started = time.time()
     state_path = sweep_dir / "hpo_state.json"
     resume = resume and tune.Tuner.can_restore(str(sweep_dir)) and state_path.is_file()

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from hpo.cli.cluster import app as cluster_app
 from hpo.cli.data import app as data_app
 from hpo.cli.errors import one_line_errors
 from hpo.cli.sync import sync
@@ -25,6 +26,7 @@ app = typer.Typer(
 app.add_typer(data_app, name="data")
 app.command()(ui)
 app.command()(sync)
+app.add_typer(cluster_app, name="cluster")
 console = Console(soft_wrap=True)
 
 Storage = Annotated[Path, typer.Option("--storage", help="Directory holding sweeps.")]

@@ -35,11 +35,17 @@ _POLL_S = 0.25
 STOP_GRACE_S = 15
 
 
-def placement(spec: TrialSpec) -> tune.PlacementGroupFactory:
-    """One empty bundle for the trial driver plus one bundle per Horovod worker, packed."""
+def worker_bundle(spec: TrialSpec) -> dict[str, float]:
+    """The resources one Horovod worker of a trial reserves."""
     worker = {"CPU": spec.cpus_per_worker}
     if spec.gpus_per_worker:
         worker["GPU"] = spec.gpus_per_worker
+    return worker
+
+
+def placement(spec: TrialSpec) -> tune.PlacementGroupFactory:
+    """One empty bundle for the trial driver plus one bundle per Horovod worker, packed."""
+    worker = worker_bundle(spec)
     return tune.PlacementGroupFactory([{}] + [dict(worker) for _ in range(spec.workers)], strategy="PACK")
 
 
@@ -108,12 +114,11 @@ def _stream(
     while True:
         messages = ray.get(group.channel.drain.remote())
         if not messages:
-            # Return only after a drain that follows the end of every rank: a rank's last message may
-            # land between a drain and the wait below (seen under load: a trial's final epoch was lost).
             if not pending:
                 return
             done, pending = ray.wait(pending, num_returns=len(pending), timeout=_POLL_S)
             _gather(done)
+            # Drain once more before returning: rank 0 may have sent its last epoch just before it returned.
             continue
         for msg in messages:
             if msg["kind"] == "start":
