@@ -18,7 +18,8 @@ import hpo._env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow is importe
 
 #: Artifact name of the model on the parent run.
 MODEL_NAME = "model"
-#: Rows of validation data used to infer the signature and kept as the input example.
+#: Rows of validation data used to infer the signature (no input example: MLflow would run the model on
+#: it to validate it, printing Keras progress bars).
 SAMPLE_ROWS = 5
 
 
@@ -89,7 +90,6 @@ def log_best_model(uri: str, run_id: str, model_path: Path, sample: Any, registe
             model,
             name=MODEL_NAME,
             signature=signature,
-            input_example=sample,
             registered_model_name=registered_name,
             run_id=run_id,
         )

@@ -292,7 +292,8 @@ def test_server_killed_mid_sweep_training_goes_on_and_sync_sends_every_metric_on
         restarted = MlflowServer(backend, tmp_path / "artifacts", port=port, log_path=tmp_path / "server2.log").start()
         proc_sync = run_hpo("sync", "resil", "--storage", str(runs), cwd=tmp_path)
         assert proc_sync.returncode == 0, proc_sync.stderr
-        assert proc_sync.stdout.startswith("resil: ") and proc_sync.stdout.strip().endswith(" sent, 0 waiting")
+        last_line = proc_sync.stdout.strip().splitlines()[-1]
+        assert last_line.startswith("resil: ") and last_line.endswith(" MLflow writes sent, 0 waiting"), last_line
         assert not spool.exists()
         summary = json.loads((runs / "resil" / "summary.json").read_text())
         assert summary["mlflow"]["pending_writes"] == 0
@@ -315,7 +316,7 @@ def test_server_killed_mid_sweep_training_goes_on_and_sync_sends_every_metric_on
         assert summary["mlflow"]["model"]["registered_name"] == "resil"
         assert client.get_model_version("resil", summary["mlflow"]["model"]["version"]).status == "READY"
         again = run_hpo("sync", "resil", "--storage", str(runs), cwd=tmp_path)
-        assert again.returncode == 0 and again.stdout.strip() == "resil: 0 MLflow writes sent, 0 waiting"
+        assert again.returncode == 0 and again.stdout.strip().endswith("resil: 0 MLflow writes sent, 0 waiting")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -387,6 +388,14 @@ def test_browser_shows_the_parent_run_with_its_nested_trial_runs(server_sweep, s
 def test_two_sweeps_logging_to_one_server_at_once_stay_separate(server, client, tmp_path):
     procs = {}
     for name in ("conc-a", "conc-b"):
+        if procs:  # start the second once the first has its Ray up and its parent run (two Ray starts at
+            deadline = time.monotonic() + 300  # once time out on a loaded 2-core machine)
+            while not client.search_runs(
+                [e.experiment_id for e in client.search_experiments() if e.name == "conc-a"] or ["0"],
+                "metrics.val_accuracy > -1",
+            ):
+                assert procs["conc-a"].poll() is None and time.monotonic() < deadline
+                time.sleep(0.5)
         work = tmp_path / name
         work.mkdir()
         sweep = fifo_sweep(name, num_samples=2, max_epochs=2)
@@ -428,3 +437,62 @@ def test_two_sweeps_logging_to_one_server_at_once_stay_separate(server, client, 
         assert summary["mlflow"]["model"]["registered_name"] == name
         assert client.get_model_version(name, summary["mlflow"]["model"]["version"]).run_id == parent.info.run_id
     assert len(experiments) == 2
+
+
+def test_server_back_mid_sweep_gets_the_spool_without_hpo_sync(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    backend, port = f"sqlite:///{tmp_path}/auto.db", free_port()
+    server = MlflowServer(backend, tmp_path / "artifacts", port=port, log_path=tmp_path / "server1.log").start()
+    sweep_file = tmp_path / "auto.yaml"
+    sweep = fifo_sweep("auto", num_samples=3, max_epochs=8)
+    sweep["search"]["max_concurrent"] = 1
+    sweep["trial"]["early_stopping"] = {"patience": 8}
+    sweep_file.write_text(yaml.safe_dump(sweep, sort_keys=False))
+    runs = tmp_path / "runs"
+    spool = runs / "auto" / "mlflow_spool.jsonl"
+    args = ["tune", str(sweep_file), "--storage", str(runs), "--mlflow-uri", server.url]
+    with (tmp_path / "tune.out").open("w") as out:
+        proc = subprocess.Popen(
+            ["nice", "-n", "10", *HPO_MODULE, *args],
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=hpo_env(),
+            start_new_session=True,
+        )
+    restarted = None
+    try:
+        client = MlflowClient(tracking_uri=server.url)
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None and time.monotonic() < deadline
+            exp = client.get_experiment_by_name("auto")
+            if exp and client.search_runs([exp.experiment_id], "metrics.val_accuracy > -1"):
+                break
+            time.sleep(0.5)
+        server.stop()
+        while not spool.is_file():  # the next write finds the server gone
+            assert proc.poll() is None, "the sweep ended before it spooled anything"
+            time.sleep(0.2)
+        restarted = MlflowServer(backend, tmp_path / "artifacts", port=port, log_path=tmp_path / "server2.log").start()
+        if proc.poll() is not None:
+            pytest.skip("the sweep ended before the server was back (machine too busy to time this)")
+        assert proc.wait(timeout=600) == 0, (tmp_path / "tune.out").read_text()[-3000:]
+        summary = json.loads((runs / "auto" / "summary.json").read_text())
+        assert summary["mlflow"]["pending_writes"] == 0 and not spool.exists()
+        client = MlflowClient(tracking_uri=restarted.url)
+        children = children_of(client, summary)
+        assert len(children) == 4 and all(c.info.status == "FINISHED" for c in children)
+        by_run = {t["mlflow_run_id"]: t for t in summary["trials"]}
+        for child in children:
+            steps = sorted(m.step for m in client.get_metric_history(child.info.run_id, "val_accuracy"))
+            assert steps == list(range(1, by_run[child.info.run_id]["epochs"] + 1))
+        assert client.get_run(summary["mlflow"]["parent_run_id"]).info.status == "FINISHED"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        server.stop()
+        if restarted is not None:
+            restarted.stop()
