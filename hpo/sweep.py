@@ -23,6 +23,7 @@ from hpo.data import (
     write_dataset,
 )
 from hpo.errors import ConfigError, SweepAborted
+from hpo.outbox import SPOOL_NAME, update_summary, write_summary
 from hpo.trial.spec import TrialSpec, resolve_model
 
 DEFAULT_STORAGE = "hpo_runs"
@@ -101,7 +102,11 @@ def _split(config: SweepConfig, dest: Path) -> tuple[str, str]:
 
 
 def preflight(config: SweepConfig, storage: Path, source: str) -> TrialSpec:
-    """Every check that can fail on user input, before Ray starts: data, model import."""
+    """Every check that can fail on user input, before Ray starts: tracking server, data, model import."""
+    from hpo.mlflow_server import check_reachable
+    from hpo.tracking import normalize_uri
+
+    check_reachable(normalize_uri(config.tracking.mlflow_uri), source)
     if config.search.algorithm == "optuna-gp":
         import importlib.util
 
@@ -277,11 +282,18 @@ def run_sweep(
                 "hpo.sweep_file": source,
                 "hpo.searcher": config.search.algorithm,
                 "hpo.scheduler": config.scheduler.type,
+                "hpo.objective": f"{config.objective.metric} ({config.objective.mode})",
+                **tracking.git_tags(os.getcwd()),
             },
+            artifact_location=(storage / "_mlflow_artifacts").as_uri() if tracking.is_local(uri) else None,
         )
+        sweep_file = Path(source) if not source.startswith("<") else None
+        tracking.log_sweep_file(sweep_run, sweep_file, _config_yaml(config))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         state_path.write_text(json.dumps({"mlflow": sweep_run.__dict__}))
-    nesting = tracking.MlflowNesting(sweep_run, config.objective.metric, config.objective.mode)
+    nesting = tracking.MlflowNesting(
+        sweep_run, config.objective.metric, config.objective.mode, config.name, sweep_dir / SPOOL_NAME
+    )
     callbacks: list[Any] = [nesting]
     if console is not None:
         planned = config.search.num_samples * config.search.repeats
@@ -313,6 +325,7 @@ def run_sweep(
             ),
             run_config=run_config,
         )
+    outbox = nesting.outbox
     failed = True
     try:
         results = tuner.fit()
@@ -321,15 +334,19 @@ def run_sweep(
         raise SweepAborted(f"sweep '{config.name}' stopped: {exc}") from exc
     finally:
         if failed:
-            tracking.finish_sweep_run(sweep_run, {}, {"hpo.status": "failed"}, failed=True)
+            outbox.log("sweep", tags={"hpo.status": "failed"})
+            outbox.terminate("sweep", "FAILED")
             if started_ray:
                 _shutdown_ray()
-    run_ids = tracking.trial_run_ids(sweep_run)
+    run_ids = {} if outbox.down else tracking.trial_run_ids(sweep_run)  # incl. runs of a resumed sweep
     rows = _trial_rows(results, config, run_ids)
-    tracking.close_lost_runs(sweep_run, set(run_ids) - {r["trial_id"] for r in rows})
+    if not outbox.down:  # a resumed sweep: close the runs of trials the crash took away
+        tracking.close_lost_runs(sweep_run, set(run_ids) - {r["trial_id"] for r in rows})
     scored = [r for r in rows if r["metric"] is not None]
     pick = max if config.objective.mode == "max" else min
     best = pick(scored, key=lambda r: r["metric"]) if scored else None
+    _close_parent(config, spec, outbox, rows, best)
+    pending = outbox.flush() if outbox.down else 0  # sends what was spooled, if the server is back
     summary = {
         "name": config.name,
         "objective": {"metric": config.objective.metric, "mode": config.objective.mode},
@@ -338,20 +355,16 @@ def run_sweep(
         "mlflow": {"uri": uri, "experiment_id": sweep_run.experiment_id, "parent_run_id": sweep_run.parent_run_id},
         "wall_time_s": round(time.time() - started, 2),
     }
+    update_summary(summary, outbox, pending)
+    if pending and console is not None:
+        console.print(
+            f"mlflow: {pending} writes could not be sent to {uri}; kept in {outbox.spool_path}; "
+            f"run 'hpo sync {config.name}' when the server is back",
+            highlight=False,
+        )
     sweep_dir.mkdir(parents=True, exist_ok=True)
     summary_path = sweep_dir / "summary.json"
-    tmp = summary_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=2, default=str))
-    os.replace(tmp, summary_path)
-    final = {f"best_{config.objective.metric}": best["metric"]} if best else {}
-    final.update(
-        trials=len(rows),
-        trials_stopped_early=sum(r["stopped_early"] for r in rows),
-        trials_failed=sum(r["status"] == "failed" for r in rows),
-    )
-    tracking.finish_sweep_run(
-        sweep_run, final, {"hpo.best_trial_id": best["trial_id"] if best else ""}, failed=best is None
-    )
+    write_summary(summary_path, summary)
     if started_ray:
         _shutdown_ray()
     import pandas as pd
@@ -381,6 +394,38 @@ def _flat_params(config: SweepConfig) -> dict[str, Any]:
         for key, value in getattr(config, section).model_dump().items():
             out[f"{section}.{key}"] = value
     return out
+
+
+def _config_yaml(config: SweepConfig) -> str:
+    import yaml
+
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+
+
+def _close_parent(
+    config: SweepConfig, spec: TrialSpec, outbox: Any, rows: list[dict[str, Any]], best: dict[str, Any] | None
+) -> None:
+    """Logs the best finished trial's model (registered under the sweep name) and the final best."""
+    from hpo import best_model
+    from hpo.tracking import finite
+
+    picked = best_model.pick_model_trial(rows, config.objective.mode)
+    if picked is not None:
+        row, path = picked
+        outbox.log_model(str(path), spec.validation.url, spec.features, config.name, row["trial_id"])
+    final = {f"best_{config.objective.metric}": best["metric"]} if best else {}
+    final.update(
+        trials=len(rows),
+        trials_stopped_early=sum(r["stopped_early"] for r in rows),
+        trials_failed=sum(r["status"] == "failed" for r in rows),
+    )
+    now = int(time.time() * 1000)
+    tags = {"hpo.best_trial_id": best["trial_id"] if best else ""}
+    if best:
+        tags["hpo.best_params"] = json.dumps(best["params"], default=str)
+    metrics = [(k, float(v), now, 0) for k, v in final.items() if finite(v)]
+    outbox.log("sweep", metrics=metrics, tags=tags)
+    outbox.terminate("sweep", "FAILED" if best is None else "FINISHED")
 
 
 def partition(config: SweepConfig, column: str, storage: Path, source: str) -> list[tuple[str, SweepConfig]]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
@@ -39,13 +41,34 @@ _SKIP = {
 }
 
 
+#: Plain paths with these suffixes are sqlite databases; any other plain path is a file store directory.
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
 def normalize_uri(uri: str) -> str:
-    """Makes relative ``sqlite:///x.db`` and plain paths absolute, so every process agrees on them."""
+    """Makes relative ``sqlite:///x.db`` and plain paths absolute, so every process agrees on them.
+
+    A plain path ending in ``.db``/``.sqlite`` becomes a sqlite URI; any other plain path a ``file://``
+    store directory; ``http(s)://`` URIs are kept (without a trailing slash).
+    """
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         return "sqlite:///" + os.path.abspath(uri[len("sqlite:///") :])
     if "://" not in uri:
-        return "file://" + os.path.abspath(uri)
+        path = os.path.abspath(os.path.expanduser(uri))
+        return ("sqlite:///" if path.endswith(SQLITE_SUFFIXES) else "file://") + path
+    if uri.startswith(("http://", "https://")):
+        return uri.rstrip("/")
     return uri
+
+
+def is_server(uri: str) -> bool:
+    """True for the URI of a tracking server (``http://host:port``)."""
+    return uri.startswith(("http://", "https://"))
+
+
+def is_local(uri: str) -> bool:
+    """True for stores this process writes itself (sqlite, file directory)."""
+    return uri.startswith(("sqlite:", "file:"))
 
 
 @dataclass
@@ -63,28 +86,87 @@ def _client(uri: str) -> Any:
     return MlflowClient(tracking_uri=uri)
 
 
-def start_sweep_run(uri: str, experiment: str, name: str, params: dict[str, Any], tags: dict[str, str]) -> SweepRun:
-    """Creates (or finds) the experiment and starts the sweep's parent run."""
+def start_sweep_run(
+    uri: str,
+    experiment: str,
+    name: str,
+    params: dict[str, Any],
+    tags: dict[str, str],
+    artifact_location: str | None = None,
+) -> SweepRun:
+    """Creates (or finds) the experiment and starts the sweep's parent run.
+
+    Args:
+        uri: Tracking URI (normalized).
+        experiment: Experiment name.
+        name: Parent run name.
+        params: The sweep's settings (flat).
+        tags: Tags of the parent run.
+        artifact_location: Artifact root of a new experiment (local stores); None: the store's default
+            (a server's own artifact store).
+    """
     client = _client(uri)
     exp = client.get_experiment_by_name(experiment)
-    experiment_id = exp.experiment_id if exp is not None else client.create_experiment(experiment)
+    if exp is not None:
+        experiment_id = exp.experiment_id
+    else:
+        experiment_id = client.create_experiment(experiment, artifact_location=artifact_location)
+        # MLflow 3's UI opens an experiment of this kind on its training runs, not the GenAI overview.
+        client.set_experiment_tag(experiment_id, "mlflow.experimentKind", "custom_model_development")
     run = client.create_run(experiment_id, run_name=name, tags={"hpo.kind": "sweep", **tags})
     _log_params(client, run.info.run_id, params)
     return SweepRun(uri, experiment_id, run.info.run_id)
+
+
+def log_sweep_file(sweep: SweepRun, path: Path | None, text: str) -> None:
+    """Logs the sweep file as the parent run's artifact ``sweep/<name>`` (the config as YAML if no file)."""
+    client = _client(sweep.uri)
+    if path is not None and path.is_file():
+        client.log_artifact(sweep.parent_run_id, str(path), artifact_path="sweep")
+    else:
+        client.log_text(sweep.parent_run_id, text, "sweep/sweep.yaml")
+
+
+def git_tags(cwd: str | Path) -> dict[str, str]:
+    """MLflow's git tags for ``cwd`` (commit, dirty flag), or nothing outside a git work tree."""
+
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return {}
+    tags = {"mlflow.source.git.commit": commit, "hpo.git_commit": commit}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    if status is not None:
+        tags["hpo.git_dirty"] = str(bool(status)).lower()
+    return tags
 
 
 def finish_sweep_run(sweep: SweepRun, metrics: dict[str, float], tags: dict[str, str], failed: bool) -> None:
     """Logs the sweep's final figures and closes the parent run."""
     client = _client(sweep.uri)
     for key, value in metrics.items():
-        if _finite(value):
+        if finite(value):
             client.log_metric(sweep.parent_run_id, key, float(value))
     for key, value in tags.items():
         client.set_tag(sweep.parent_run_id, key, value)
     client.set_terminated(sweep.parent_run_id, "FAILED" if failed else "FINISHED")
 
 
-def _finite(value: Any) -> bool:
+def set_tags(uri: str, run_id: str, tags: dict[str, str]) -> None:
+    """Sets tags on a run."""
+    from mlflow.entities import RunTag
+
+    _client(uri).log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+
+def finite(value: Any) -> bool:
+    """True for a finite int or float (not a bool)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -124,75 +206,86 @@ def resume_sweep_run(sweep: SweepRun) -> SweepRun:
 class MlflowNesting(Callback):
     """Tune callback: a nested MLflow run per trial, with per-epoch metrics and a final status.
 
+    Every write goes through the sweep's :class:`~hpo.outbox.Outbox`, so a tracking server that goes
+    away mid-sweep costs no results: they are spooled and sent later.
+
     Args:
         sweep: The parent run.
         objective: The objective metric name.
         mode: ``max`` or ``min``.
+        sweep_name: The sweep's name (tag ``hpo.sweep`` of every trial run).
+        spool_path: The sweep's spool file (``STORAGE/NAME/mlflow_spool.jsonl``).
     """
 
-    def __init__(self, sweep: SweepRun, objective: str, mode: str) -> None:
+    def __init__(
+        self, sweep: SweepRun, objective: str, mode: str, sweep_name: str = "", spool_path: Path | None = None
+    ) -> None:
+        from hpo.outbox import SPOOL_NAME, Outbox
+
         self.sweep = sweep
+        self.sweep_name = sweep_name
         self.objective = objective
         self.mode = mode
-        self.run_ids: dict[str, str] = {}
+        self.outbox = Outbox(
+            sweep.uri, spool_path or Path(SPOOL_NAME).resolve(), sweep.parent_run_id, sweep.experiment_id
+        )
+        self._started: set[str] = set()
         self._last_step: dict[str, int] = {}
-        self._client: Any = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Tune pickles its callbacks with the experiment state; the client is rebuilt on demand.
-        return {**self.__dict__, "_client": None}
 
     @property
-    def client(self) -> Any:
-        """The MLflow client (made on first use, also after unpickling)."""
-        if self._client is None:
-            self._client = _client(self.sweep.uri)
-        return self._client
+    def run_ids(self) -> dict[str, str]:
+        """Trial id → MLflow run id, for the runs created so far (not those still in the spool)."""
+        return {k.split(":", 1)[1]: v for k, v in self.outbox.run_ids.items() if k.startswith("trial:")}
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """Creates the trial's nested run and logs its sampled parameters."""
-        if trial.trial_id in self.run_ids:
+        if trial.trial_id in self._started:
             return
-        existing = trial_run_ids(self.sweep, self.client).get(trial.trial_id)
+        self._started.add(trial.trial_id)
+        key = f"trial:{trial.trial_id}"
+        existing = self._existing_run(trial.trial_id)
         if existing is not None:
             # A resumed sweep (or a retried trial): keep logging into the same run, after its last epoch.
-            self.run_ids[trial.trial_id] = existing
-            history = self.client.get_metric_history(existing, self.objective)
+            self.outbox.run_ids[key] = existing
+            history = self.outbox.client.get_metric_history(existing, self.objective)
             self._last_step[trial.trial_id] = max((m.step for m in history), default=0)
-            self.client.update_run(existing, status="RUNNING")
+            self.outbox.terminate(key, "RUNNING")
             return
-        run = self.client.create_run(
-            self.sweep.experiment_id,
+        self.outbox.create_run(
+            key,
             run_name=f"trial-{trial.trial_id}",
             tags={
                 "mlflow.parentRunId": self.sweep.parent_run_id,
                 "hpo.kind": "trial",
                 "hpo.trial_id": trial.trial_id,
+                "hpo.sweep": self.sweep_name,
                 "hpo.repeat": str(trial.config.get(REPEAT_KEY, 0)),
             },
         )
-        self.run_ids[trial.trial_id] = run.info.run_id
-        _log_params(self.client, run.info.run_id, {k: v for k, v in trial.config.items() if k != REPEAT_KEY})
+        params = {str(k): str(v)[:6000] for k, v in trial.config.items() if k != REPEAT_KEY}
+        self.outbox.log(key, params=params)
+
+    def _existing_run(self, trial_id: str) -> str | None:
+        """The run of ``trial_id`` if the parent already has one (None, too, while the server is down)."""
+        if self.outbox.down:
+            return None
+        try:
+            return trial_run_ids(self.sweep, self.outbox.client).get(trial_id)
+        except Exception:  # noqa: BLE001  (server just went away: the outbox spools the new run's writes)
+            return None
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         """Logs one epoch's metrics (step = epoch); the effective LR and global batch as params."""
-        from mlflow.entities import Metric, Param
-
-        run_id = self.run_ids.get(trial.trial_id)
-        if run_id is None:
-            return
         step = int(result.get("epoch", result.get("training_iteration", 0)))
         if step <= self._last_step.get(trial.trial_id, 0):
             return  # already logged before the sweep or the trial was resumed
         self._last_step[trial.trial_id] = step
         ts = int(result.get("timestamp", 0) * 1000)
-        metrics = [
-            Metric(key, float(value), ts, step) for key, value in result.items() if key not in _SKIP and _finite(value)
-        ]
-        params = []
+        metrics = [(key, float(value), ts, step) for key, value in result.items() if key not in _SKIP and finite(value)]
+        params = {}
         if step == 1 or result.get("training_iteration") == 1:
-            params = [Param(k, str(result[k])) for k in EFFECTIVE if k in result]
-        self.client.log_batch(run_id, metrics=metrics, params=params)
+            params = {k: str(result[k]) for k in EFFECTIVE if k in result}
+        self.outbox.log(f"trial:{trial.trial_id}", metrics=metrics, params=params)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """Tags the run completed (max epochs or patience) or stopped_early (scheduler) and closes it."""
@@ -211,9 +304,6 @@ class MlflowNesting(Callback):
         self._finish(trial, "FAILED", {"hpo.status": "failed", "hpo.stop_reason": (reason[-1] if reason else "")[:500]})
 
     def _finish(self, trial: Any, mlflow_status: str, tags: dict[str, str]) -> None:
-        run_id = self.run_ids.get(trial.trial_id)
-        if run_id is None:
-            return
-        for key, value in tags.items():
-            self.client.set_tag(run_id, key, value)
-        self.client.set_terminated(run_id, mlflow_status)
+        key = f"trial:{trial.trial_id}"
+        self.outbox.log(key, tags=tags)
+        self.outbox.terminate(key, mlflow_status)

@@ -1,4 +1,4 @@
-"""``hpo`` commands: tune, validate, status, report, and the ``data`` group."""
+"""``hpo`` commands: tune, validate, status, report, ui, sync, and the ``data`` group."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from rich.table import Table
 from hpo.cli.cluster import app as cluster_app
 from hpo.cli.data import app as data_app
 from hpo.cli.errors import one_line_errors
+from hpo.cli.sync import sync
+from hpo.cli.ui import ui
 from hpo.errors import ConfigError
 
 app = typer.Typer(
@@ -22,6 +24,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(data_app, name="data")
+app.command()(ui)
+app.command()(sync)
 app.add_typer(cluster_app, name="cluster")
 console = Console(soft_wrap=True)
 

@@ -1,0 +1,96 @@
+"""The sweep's best model in MLflow: logged on the parent run and registered under the sweep name.
+
+The trial's final checkpoint holds ``model.keras``: a tf-keras (Keras 2) model with the best weights.
+MLflow 3.17's ``mlflow.keras`` flavor is for Keras 3 and cannot save it; ``mlflow.tensorflow`` can: it
+checks ``isinstance(model, tensorflow.keras.Model)``, which under ``TF_USE_LEGACY_KERAS=1`` is tf-keras,
+saves ``data/model.keras`` and records ``keras_module = tensorflow.keras``. Loading it back
+(``mlflow.pyfunc.load_model`` or ``mlflow.tensorflow.load_model``) therefore also needs
+``TF_USE_LEGACY_KERAS=1`` (``import hpo`` sets it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hpo._env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow is imported)
+
+#: Artifact name of the model on the parent run.
+MODEL_NAME = "model"
+#: Rows of validation data used to infer the signature (no input example: MLflow would run the model on
+#: it to validate it, printing Keras progress bars).
+SAMPLE_ROWS = 5
+
+
+@dataclass
+class LoggedModel:
+    """Where the best model went."""
+
+    trial_id: str
+    model_uri: str
+    registered_name: str
+    version: str
+
+    @property
+    def registry_uri(self) -> str:
+        """``models:/NAME/VERSION``: loads with ``mlflow.pyfunc.load_model``."""
+        return f"models:/{self.registered_name}/{self.version}"
+
+
+def pick_model_trial(rows: list[dict[str, Any]], mode: str) -> tuple[dict[str, Any], Path] | None:
+    """The best trial whose final checkpoint holds ``model.keras`` (a trial that ran to its end)."""
+    candidates = []
+    for row in rows:
+        checkpoint = row.get("checkpoint")
+        if row.get("metric") is None or not checkpoint:
+            continue
+        path = Path(checkpoint) / "model.keras"
+        if path.is_file():
+            candidates.append((row, path))
+    if not candidates:
+        return None
+    pick = max if mode == "max" else min
+    return pick(candidates, key=lambda c: c[0]["metric"])
+
+
+def sample_features(url: str, column: str, rows: int = SAMPLE_ROWS) -> Any:
+    """The first ``rows`` feature vectors of a dataset, as a float32 array."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from hpo.data import url_to_path
+
+    table = pq.read_table(url_to_path(url), columns=[column]).slice(0, rows)
+    return np.asarray(table.column(column).to_pylist(), dtype=np.float32)
+
+
+def log_best_model(uri: str, run_id: str, model_path: Path, sample: Any, registered_name: str) -> tuple[str, str]:
+    """Logs ``model_path`` with its signature on run ``run_id`` and registers a new version.
+
+    Args:
+        uri: Tracking URI (the registry is the tracking store).
+        run_id: The sweep's parent run.
+        model_path: A ``model.keras`` file saved by tf-keras.
+        sample: Input rows for the signature and input example.
+        registered_name: Model Registry name (the sweep name).
+
+    Returns:
+        The logged model's URI and the new registered version.
+    """
+    import mlflow
+    import tf_keras
+    from mlflow.models import infer_signature
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    model = tf_keras.models.load_model(model_path, compile=False)
+    signature = infer_signature(sample, model.predict(sample, verbose=0))
+    with _use_tracking_uri(uri):
+        info = mlflow.tensorflow.log_model(
+            model,
+            name=MODEL_NAME,
+            signature=signature,
+            registered_model_name=registered_name,
+            run_id=run_id,
+        )
+    return info.model_uri, str(info.registered_model_version)

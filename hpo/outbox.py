@@ -1,0 +1,325 @@
+"""The sweep's MLflow writes: sent with retries and backoff, spooled while the server is unreachable.
+
+Every write goes through an :class:`Outbox`; what the server cannot take is appended to
+``STORAGE/NAME/mlflow_spool.jsonl``. Runs are addressed by *keys* (``sweep`` for the parent run,
+``trial:<id>`` for a trial), so writes for a trial whose run could not even be created can be spooled
+and replayed later. While the server is down, every write is spooled in order; the outbox probes the
+server at most every ``probe_every_s`` seconds and replays the spool as soon as it answers, and
+``hpo sync NAME`` replays what is left. Replay is idempotent: a run is looked up by its key before it is
+created, and metric points already in the store are skipped, so every metric lands exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from hpo.mlflow_server import health
+
+SPOOL_NAME = "mlflow_spool.jsonl"
+#: Settings for a tracking server (the user's own values win): our own retries replace MLflow's (7 retries,
+#: 120 s timeout), which would stall the sweep for minutes per write while the server is down; and no
+#: "View run ... at" lines on stdout for every run MLflow closes.
+HTTP_ENV = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
+}
+
+log = logging.getLogger(__name__)
+
+
+class Unreachable(Exception):
+    """The tracking server did not answer; the write was spooled."""
+
+
+class Outbox:
+    """Sends MLflow writes for one sweep; spools what the server cannot take.
+
+    Args:
+        uri: Tracking URI.
+        spool_path: The sweep's spool file.
+        parent_run_id: The sweep's parent run (key ``sweep``).
+        experiment_id: The sweep's experiment.
+        retries: Attempts per write before the server counts as down.
+        backoff_s: First retry delay (doubled each retry).
+        probe_every_s: While down: seconds between health probes.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        spool_path: Path,
+        parent_run_id: str,
+        experiment_id: str,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+        probe_every_s: float = 10.0,
+    ) -> None:
+        self.uri = uri
+        self.spool_path = Path(spool_path)
+        self.experiment_id = experiment_id
+        self.run_ids: dict[str, str] = {"sweep": parent_run_id}
+        self.model: dict[str, str] | None = None
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.probe_every_s = probe_every_s
+        self._last_probe = 0.0
+        self._client: Any = None
+        self._history: dict[tuple[str, str], set[tuple[int, float]]] = {}
+        if uri.startswith(("http://", "https://")):
+            for key, value in HTTP_ENV.items():
+                os.environ.setdefault(key, value)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_client": None, "_history": {}}
+
+    @property
+    def client(self) -> Any:
+        """The MLflow client (made on first use, also after unpickling)."""
+        if self._client is None:
+            from mlflow.tracking import MlflowClient
+
+            self._client = MlflowClient(tracking_uri=self.uri)
+        return self._client
+
+    @property
+    def down(self) -> bool:
+        """True while writes are waiting in the spool."""
+        return self.spool_path.is_file() and self.spool_path.stat().st_size > 0
+
+    # -- the writes ---------------------------------------------------------------------------------
+
+    def create_run(self, key: str, run_name: str, tags: dict[str, str]) -> str | None:
+        """Creates the run for ``key`` (a trial); None if it was spooled."""
+        self.submit({"op": "create_run", "key": key, "run_name": run_name, "tags": tags})
+        return self.run_ids.get(key)
+
+    def log(
+        self,
+        key: str,
+        metrics: list[tuple[str, float, int, int]] | None = None,
+        params: dict[str, str] | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> None:
+        """Logs metrics ``(key, value, timestamp_ms, step)``, params and tags to the run of ``key``."""
+        self.submit({"op": "log", "key": key, "metrics": metrics or [], "params": params or {}, "tags": tags or {}})
+
+    def terminate(self, key: str, status: str) -> None:
+        """Sets the run of ``key`` to ``FINISHED``, ``FAILED``, ``KILLED`` or (resumed) ``RUNNING``."""
+        self.submit({"op": "terminate", "key": key, "status": status})
+
+    def log_model(self, model_path: str, sample_url: str, features: str, registered_name: str, trial_id: str) -> None:
+        """Logs and registers the best model on the parent run (see :mod:`hpo.best_model`)."""
+        self.submit(
+            {
+                "op": "log_model",
+                "key": "sweep",
+                "model_path": model_path,
+                "sample_url": sample_url,
+                "features": features,
+                "registered_name": registered_name,
+                "trial_id": trial_id,
+            }
+        )
+
+    # -- sending and spooling -----------------------------------------------------------------------
+
+    def submit(self, op: dict[str, Any]) -> None:
+        """Sends ``op`` now, or spools it (and everything after it, while the server is down)."""
+        if self.down:
+            if time.monotonic() - self._last_probe >= self.probe_every_s:
+                self.flush()
+            if self.down:
+                self._spool(op)
+                return
+        try:
+            self._send_retrying(op, replay=False)
+        except Unreachable:
+            self._spool(op)
+
+    def flush(self) -> int:
+        """Replays the spool if the server answers; returns how many writes are still waiting."""
+        self._last_probe = time.monotonic()
+        if not self.spool_path.is_file():
+            return 0
+        ops = [json.loads(line) for line in self.spool_path.read_text().splitlines() if line.strip()]
+        sent = 0
+        try:
+            for op in ops:
+                self._send_retrying(op, replay=True)
+                sent += 1
+        except Unreachable:
+            pass
+        finally:
+            self._rewrite(ops[sent:])
+        return len(ops) - sent
+
+    def _spool(self, op: dict[str, Any]) -> None:
+        self.spool_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.spool_path.open("a") as f:
+            f.write(json.dumps(op) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _rewrite(self, ops: list[dict[str, Any]]) -> None:
+        if not ops:
+            self.spool_path.unlink(missing_ok=True)
+            return
+        tmp = self.spool_path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(op) + "\n" for op in ops))
+        os.replace(tmp, self.spool_path)
+
+    def _send_retrying(self, op: dict[str, Any], replay: bool) -> None:
+        """Sends one write, retrying with exponential backoff.
+
+        Raises:
+            Unreachable: The write could not be sent and should be spooled: the server does not answer
+                (or, for a local store, every attempt failed). A write that a reachable server rejects
+                is logged and dropped: spooling it would only fail again.
+        """
+        if op["op"] != "create_run" and op["key"] not in self.run_ids:
+            log.warning("MLflow write %s dropped: the run for %s was never created", op["op"], op["key"])
+            return
+        delay = self.backoff_s
+        error: Exception | None = None
+        for attempt in range(self.retries):
+            try:
+                self._send(op, replay)
+                return
+            except Exception as exc:  # noqa: BLE001  (MLflow wraps connection errors in MlflowException)
+                error = exc
+            if attempt + 1 < self.retries:
+                time.sleep(delay)
+                delay *= 2
+        if self.uri.startswith(("http://", "https://")) and health(self.uri, timeout=5.0) is None:
+            log.warning("MLflow write %s for %s was rejected and dropped: %s", op["op"], op["key"], error)
+            return
+        raise Unreachable(f"{self.uri}: {error}")
+
+    def _send(self, op: dict[str, Any], replay: bool) -> None:
+        kind = op["op"]
+        if kind == "create_run":
+            self._create_run(op, replay)
+            return
+        run_id = self.run_ids[op["key"]]
+        if kind == "log":
+            self._log(run_id, op, replay)
+        elif kind == "terminate" and op["status"] == "RUNNING":
+            self.client.update_run(run_id, status="RUNNING")
+        elif kind == "terminate":
+            self.client.set_terminated(run_id, op["status"])
+        elif kind == "log_model":
+            from hpo import best_model
+
+            sample = best_model.sample_features(op["sample_url"], op["features"])
+            model_uri, version = best_model.log_best_model(
+                self.uri, run_id, Path(op["model_path"]), sample, op["registered_name"]
+            )
+            self.model = {
+                "trial_id": op["trial_id"],
+                "model_uri": model_uri,
+                "registered_name": op["registered_name"],
+                "version": version,
+            }
+            tags = {"hpo.model_trial_id": op["trial_id"], "hpo.registered_model": f"{op['registered_name']}/{version}"}
+            self._log(run_id, {"metrics": [], "params": {}, "tags": tags}, replay=False)
+
+    def _create_run(self, op: dict[str, Any], replay: bool) -> None:
+        key = op["key"]
+        if key in self.run_ids:
+            return
+        if replay:
+            found = self.client.search_runs(
+                [self.experiment_id],
+                filter_string=f"tags.`hpo.key` = '{key}' and tags.`mlflow.parentRunId` = '{self.run_ids['sweep']}'",
+            )
+            if found:
+                self.run_ids[key] = found[0].info.run_id
+                return
+        run = self.client.create_run(self.experiment_id, run_name=op["run_name"], tags={**op["tags"], "hpo.key": key})
+        self.run_ids[key] = run.info.run_id
+
+    def _log(self, run_id: str, op: dict[str, Any], replay: bool) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        metrics = [Metric(k, float(v), int(ts), int(step)) for k, v, ts, step in op["metrics"]]
+        if replay:
+            metrics = [m for m in metrics if (m.step, m.value) not in self._logged(run_id, m.key)]
+        params = [Param(k, str(v)) for k, v in op["params"].items()]
+        tags = [RunTag(k, str(v)) for k, v in op["tags"].items()]
+        for start in range(0, max(len(metrics), len(params), len(tags), 1), 100):
+            self.client.log_batch(
+                run_id,
+                metrics=metrics[start : start + 100],
+                params=params[start : start + 100],
+                tags=tags[start : start + 100],
+            )
+        for m in metrics:
+            if (run_id, m.key) in self._history:
+                self._history[(run_id, m.key)].add((m.step, m.value))
+
+    def _logged(self, run_id: str, key: str) -> set[tuple[int, float]]:
+        """(step, value) points of a metric already in the store (read once per run and key)."""
+        if (run_id, key) not in self._history:
+            history = self.client.get_metric_history(run_id, key)
+            self._history[(run_id, key)] = {(m.step, m.value) for m in history}
+        return self._history[(run_id, key)]
+
+
+def update_summary(summary: dict[str, Any], outbox: Outbox, pending: int) -> None:
+    """Puts the MLflow run ids, the registered model and the count of unsent writes into a summary."""
+    for row in summary["trials"]:
+        row["mlflow_run_id"] = outbox.run_ids.get(f"trial:{row['trial_id']}", row.get("mlflow_run_id"))
+    if outbox.model is not None:
+        summary["mlflow"]["model"] = outbox.model
+    summary["mlflow"]["pending_writes"] = pending
+    summary["mlflow"]["spool"] = str(outbox.spool_path) if pending else None
+
+
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    """Writes ``summary.json`` atomically."""
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+def sync_sweep(sweep_dir: Path) -> tuple[int, int]:
+    """Sends a finished sweep's spooled MLflow writes (``hpo sync``) and updates its summary.json.
+
+    Returns:
+        (writes sent, writes still waiting).
+
+    Raises:
+        ConfigError: No summary, or the tracking server is unreachable.
+    """
+    from hpo.errors import ConfigError
+
+    summary_path = sweep_dir / "summary.json"
+    if not summary_path.is_file():
+        raise ConfigError(f"{summary_path}: (file): no summary for this sweep; pass --storage or run 'hpo tune'")
+    summary = json.loads(summary_path.read_text())
+    info = summary["mlflow"]
+    spool = sweep_dir / SPOOL_NAME
+    if not spool.is_file():
+        return 0, 0
+    problem = health(info["uri"]) if info["uri"].startswith(("http://", "https://")) else None
+    if problem is not None:
+        raise ConfigError(
+            f"{summary_path}: mlflow.uri: MLflow server {info['uri']} is unreachable ({problem}); "
+            "start it again, then rerun 'hpo sync'"
+        )
+    outbox = Outbox(info["uri"], spool, info["parent_run_id"], info["experiment_id"])
+    known = {f"trial:{t['trial_id']}": t["mlflow_run_id"] for t in summary["trials"] if t.get("mlflow_run_id")}
+    outbox.run_ids.update(known)
+    if info.get("model"):
+        outbox.model = info["model"]
+    total = sum(1 for line in spool.read_text().splitlines() if line.strip())
+    left = outbox.flush()
+    update_summary(summary, outbox, left)
+    write_summary(summary_path, summary)
+    return total - left, left

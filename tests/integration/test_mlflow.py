@@ -1,0 +1,498 @@
+"""MLflow against a real ``mlflow server`` process started here on a free 127.0.0.1 port (stopped by PID).
+
+A small real sweep (Ray + Horovod workers) logs to the server; the tests read back nesting, metric
+histories, tags, the sweep-file artifact, and the registered best model, which must load and predict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from hpo.mlflow_server import MlflowServer, free_port, health
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+SMALL = ROOT / "tests" / "integration" / "sweeps" / "small.yaml"
+HPO_MODULE = [sys.executable, "-m", "hpo.cli.main"]
+
+
+def hpo_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+def run_hpo(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["nice", "-n", "10", *HPO_MODULE, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=hpo_env(),
+    )
+
+
+def tiny_sweep(name: str, num_samples: int = 3, max_epochs: int = 2) -> dict:
+    sweep = yaml.safe_load(SMALL.read_text())
+    sweep["name"] = name
+    sweep["search"].update(num_samples=num_samples)
+    sweep["trial"]["max_epochs"] = max_epochs
+    sweep["scheduler"] = {"type": "asha", "grace_period": 1, "reduction_factor": 2}
+    return sweep
+
+
+def git(*args: str, cwd: Path) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A real mlflow server (sqlite store) on a free port; stopped by its process group at the end."""
+    root = tmp_path_factory.mktemp("server")
+    srv = MlflowServer(f"sqlite:///{root}/server.db", root / "artifacts", log_path=root / "server.log").start()
+    yield srv
+    pid = srv.pid
+    srv.stop()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+
+
+@pytest.fixture(scope="module")
+def server_sweep(server, tmp_path_factory) -> dict:
+    """A 3-trial sweep run through the CLI inside a git work tree, logging to the server."""
+    work = tmp_path_factory.mktemp("work")
+    sweep_file = work / "srv.yaml"
+    sweep_file.write_text(yaml.safe_dump(tiny_sweep("srv"), sort_keys=False))
+    git("init", "-q", cwd=work)
+    git("add", "srv.yaml", cwd=work)
+    git("commit", "-qm", "sweep", cwd=work)
+    proc = run_hpo("tune", str(sweep_file), "--storage", str(work / "runs"), "--mlflow-uri", server.url, cwd=work)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    summary = json.loads((work / "runs" / "srv" / "summary.json").read_text())
+    return {
+        "work": work,
+        "proc": proc,
+        "summary": summary,
+        "sweep_file": sweep_file,
+        "commit": git("rev-parse", "HEAD", cwd=work),
+    }
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=server.url)
+
+
+def children_of(client, summary: dict) -> list:
+    parent_id = summary["mlflow"]["parent_run_id"]
+    return client.search_runs(
+        [summary["mlflow"]["experiment_id"]], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'"
+    )
+
+
+def test_parent_run_holds_sweep_settings_file_commit_and_best(server_sweep, client, server):
+    summary = server_sweep["summary"]
+    assert summary["mlflow"]["uri"] == server.url
+    parent = client.get_run(summary["mlflow"]["parent_run_id"])
+    assert parent.info.run_name == "srv" and parent.info.status == "FINISHED"
+    tags, params = parent.data.tags, parent.data.params
+    assert tags["hpo.kind"] == "sweep"
+    assert tags["hpo.searcher"] == "optuna-tpe" and tags["hpo.scheduler"] == "asha"
+    assert tags["hpo.objective"] == "val_accuracy (max)"
+    assert params["objective.metric"] == "val_accuracy" and params["search.algorithm"] == "optuna-tpe"
+    assert tags["mlflow.source.git.commit"] == server_sweep["commit"] == tags["hpo.git_commit"]
+    assert tags["hpo.git_dirty"] == "false"
+    best = summary["best"]
+    assert tags["hpo.best_trial_id"] == best["trial_id"]
+    assert json.loads(tags["hpo.best_params"]) == best["params"]
+    assert parent.data.metrics["best_val_accuracy"] == pytest.approx(best["metric"])
+    assert parent.data.metrics["trials"] == 3
+    # The sweep file itself, byte for byte.
+    assert [a.path for a in client.list_artifacts(parent.info.run_id, "sweep")] == ["sweep/srv.yaml"]
+    local = client.download_artifacts(parent.info.run_id, "sweep/srv.yaml", str(server_sweep["work"] / "dl"))
+    assert Path(local).read_text() == server_sweep["sweep_file"].read_text()
+
+
+def test_one_nested_run_per_trial_with_params_tags_and_metric_history(server_sweep, client):
+    summary = server_sweep["summary"]
+    children = children_of(client, summary)
+    assert len(children) == 3
+    by_run = {t["mlflow_run_id"]: t for t in summary["trials"]}
+    assert set(by_run) == {c.info.run_id for c in children}
+    for child in children:
+        trial = by_run[child.info.run_id]
+        tags = child.data.tags
+        assert tags["hpo.kind"] == "trial" and tags["hpo.sweep"] == "srv"
+        assert tags["hpo.trial_id"] == trial["trial_id"] and tags["hpo.repeat"] == "0"
+        assert tags["hpo.status"] == trial["status"] and tags["hpo.epochs"] == str(trial["epochs"])
+        assert tags["hpo.stop_reason"] in {"max_epochs", "early_stopping_patience", "scheduler"}
+        assert child.info.status == "FINISHED"
+        assert float(child.data.params["learning_rate"]) == pytest.approx(trial["params"]["learning_rate"])
+        assert float(child.data.params["effective_learning_rate"]) == pytest.approx(
+            2 * trial["params"]["learning_rate"]
+        )
+        assert child.data.params["global_batch_size"] == "64"
+        for key in ("val_accuracy", "loss", "accuracy", "val_loss"):
+            history = client.get_metric_history(child.info.run_id, key)
+            assert [m.step for m in history] == list(range(1, trial["epochs"] + 1)), key  # each epoch once
+        history = client.get_metric_history(child.info.run_id, "val_accuracy")
+        assert max(m.value for m in history) == pytest.approx(trial["metric"])
+
+
+def test_best_model_is_registered_and_predicts(server_sweep, client, server):
+    import mlflow
+
+    summary = server_sweep["summary"]
+    model = summary["mlflow"]["model"]
+    assert model["registered_name"] == "srv" and model["version"] == "1"
+    finished = {t["trial_id"]: t for t in summary["trials"] if t["status"] == "completed"}
+    assert model["trial_id"] in finished
+    assert finished[model["trial_id"]]["metric"] == max(t["metric"] for t in finished.values())
+    version = client.get_model_version("srv", "1")
+    assert version.run_id == summary["mlflow"]["parent_run_id"]
+    parent = client.get_run(summary["mlflow"]["parent_run_id"])
+    assert parent.data.tags["hpo.registered_model"] == "srv/1"
+    mlflow.set_tracking_uri(server.url)
+    try:
+        loaded = mlflow.pyfunc.load_model("models:/srv/1")
+        inputs = loaded.metadata.get_input_schema().inputs
+        assert inputs[0].shape == (-1, 64)
+        x = np.random.default_rng(0).random((4, 64), dtype=np.float32)
+        probabilities = np.asarray(loaded.predict(x))
+        assert probabilities.shape == (4, 10) and np.allclose(probabilities.sum(axis=1), 1, atol=1e-4)
+        keras_model = mlflow.tensorflow.load_model("models:/srv/1")
+        assert type(keras_model).__module__.startswith("tf_keras")
+        assert np.allclose(keras_model.predict(x, verbose=0), probabilities, atol=1e-5)
+    finally:
+        mlflow.set_tracking_uri(None)
+
+
+def test_unreachable_server_is_one_line_exit_2_and_nothing_starts(tmp_path):
+    sweep_file = tmp_path / "s.yaml"
+    sweep_file.write_text(yaml.safe_dump(tiny_sweep("down"), sort_keys=False))
+    url = f"http://127.0.0.1:{free_port()}"
+    proc = run_hpo("tune", str(sweep_file), "--storage", str(tmp_path / "runs"), "--mlflow-uri", url, cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"error: {sweep_file}: tracking.mlflow_uri: MLflow server {url} is unreachable (")
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
+def test_hpo_ui_serves_the_store_and_stops_on_ctrl_c(tmp_path, sig):
+    from mlflow.tracking import MlflowClient
+
+    db = tmp_path / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{db}").create_experiment("ui-check")
+    port = free_port()
+    proc = subprocess.Popen(
+        [*HPO_MODULE, "ui", "--mlflow-uri", str(db), "--port", str(port), "--storage", str(tmp_path / "runs")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=hpo_env(),
+        start_new_session=True,
+    )
+    server_pid = None
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while health(url, timeout=2) is not None:
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "hpo ui: server not healthy"
+            time.sleep(0.5)
+        line = proc.stdout.readline()
+        assert line.startswith(f"MLflow UI: {url}  (store sqlite:///{db}, server pid "), line
+        server_pid = int(line.split("server pid ")[1].split(";")[0])
+        with urllib.request.urlopen(f"{url}/api/2.0/mlflow/experiments/get-by-name?experiment_name=ui-check") as r:
+            assert json.loads(r.read())["experiment"]["name"] == "ui-check"
+        os.kill(proc.pid, sig)  # SIGINT is what Ctrl-C sends
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        with pytest.raises(ProcessLookupError):
+            os.killpg(server_pid, 0)  # the server's whole process group is gone
+        assert health(url, timeout=2) is not None
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if server_pid is not None and proc.returncode != 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server_pid, signal.SIGKILL)
+
+
+def fifo_sweep(name: str, num_samples: int, max_epochs: int) -> dict:
+    sweep = tiny_sweep(name, num_samples=num_samples, max_epochs=max_epochs)
+    sweep["scheduler"] = {"type": "fifo"}  # every trial runs every epoch: a known count of metric points
+    sweep["space"]["learning_rate"] = {"type": "float", "low": 0.001, "high": 0.02, "log": True}
+    return sweep
+
+
+def test_server_killed_mid_sweep_training_goes_on_and_sync_sends_every_metric_once(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    backend, port = f"sqlite:///{tmp_path}/resilience.db", free_port()
+    server = MlflowServer(backend, tmp_path / "artifacts", port=port, log_path=tmp_path / "server1.log").start()
+    sweep_file = tmp_path / "resil.yaml"
+    sweep_file.write_text(yaml.safe_dump(fifo_sweep("resil", num_samples=4, max_epochs=3), sort_keys=False))
+    runs = tmp_path / "runs"
+    args = ["tune", str(sweep_file), "--storage", str(runs), "--mlflow-uri", server.url]
+    with (tmp_path / "tune.out").open("w") as out:
+        proc = subprocess.Popen(
+            ["nice", "-n", "10", *HPO_MODULE, *args],
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=hpo_env(),
+            start_new_session=True,
+        )
+    restarted = None
+    try:
+        client = MlflowClient(tracking_uri=server.url)
+        deadline = time.monotonic() + 300
+        while True:  # kill the server as soon as the first epoch of any trial is on it
+            assert proc.poll() is None, (tmp_path / "tune.out").read_text()[-3000:]
+            assert time.monotonic() < deadline, "no epoch reached the server"
+            exp = client.get_experiment_by_name("resil")
+            if exp and client.search_runs([exp.experiment_id], "metrics.val_accuracy > -1"):
+                break
+            time.sleep(0.5)
+        server.stop()
+        assert proc.wait(timeout=600) == 0, (tmp_path / "tune.out").read_text()[-3000:]
+        output = (tmp_path / "tune.out").read_text()
+        summary = json.loads((runs / "resil" / "summary.json").read_text())
+        spool = runs / "resil" / "mlflow_spool.jsonl"
+        assert summary["mlflow"]["pending_writes"] > 0 and spool.is_file()
+        assert "run 'hpo sync resil' when the server is back" in output
+        assert [t["status"] for t in summary["trials"]] == ["completed"] * 4  # training went on
+        assert all(t["epochs"] == 3 for t in summary["trials"])
+
+        restarted = MlflowServer(backend, tmp_path / "artifacts", port=port, log_path=tmp_path / "server2.log").start()
+        proc_sync = run_hpo("sync", "resil", "--storage", str(runs), cwd=tmp_path)
+        assert proc_sync.returncode == 0, proc_sync.stderr
+        last_line = proc_sync.stdout.strip().splitlines()[-1]
+        assert last_line.startswith("resil: ") and last_line.endswith(" MLflow writes sent, 0 waiting"), last_line
+        assert not spool.exists()
+        summary = json.loads((runs / "resil" / "summary.json").read_text())
+        assert summary["mlflow"]["pending_writes"] == 0
+        client = MlflowClient(tracking_uri=restarted.url)
+        parent = client.get_run(summary["mlflow"]["parent_run_id"])
+        assert parent.info.status == "FINISHED"
+        assert parent.data.metrics["best_val_accuracy"] == pytest.approx(summary["best"]["metric"])
+        children = children_of(client, summary)
+        assert len(children) == 4
+        assert {c.info.run_id for c in children} == {t["mlflow_run_id"] for t in summary["trials"]}
+        by_run = {t["mlflow_run_id"]: t for t in summary["trials"]}
+        for child in children:
+            assert child.info.status == "FINISHED" and child.data.tags["hpo.status"] == "completed"
+            assert child.data.params["global_batch_size"] == "64"
+            for key in ("val_accuracy", "val_loss", "accuracy", "loss"):
+                steps = sorted(m.step for m in client.get_metric_history(child.info.run_id, key))
+                assert steps == [1, 2, 3], (key, steps)  # every epoch exactly once
+            history = client.get_metric_history(child.info.run_id, "val_accuracy")
+            assert max(m.value for m in history) == pytest.approx(by_run[child.info.run_id]["metric"])
+        assert summary["mlflow"]["model"]["registered_name"] == "resil"
+        assert client.get_model_version("resil", summary["mlflow"]["model"]["version"]).status == "READY"
+        again = run_hpo("sync", "resil", "--storage", str(runs), cwd=tmp_path)
+        assert again.returncode == 0 and again.stdout.strip().endswith("resil: 0 MLflow writes sent, 0 waiting")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        server.stop()
+        if restarted is not None:
+            restarted.stop()
+
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--virtual-time-budget=20000",  # let the single-page app fetch and render before the dump
+    "--window-size=1400,1000",
+]
+
+
+def page_text(html_text: str) -> str:
+    import html
+    import re
+
+    text = re.sub(r"<script.*?</script>|<style.*?</style>", " ", html_text, flags=re.S)
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text)))
+
+
+def chromium(url: str, *args: str, profile: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["chromium", *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, url],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=profile.parent,
+    )
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_browser_shows_the_parent_run_with_its_nested_trial_runs(server_sweep, server, client, tmp_path):
+    summary = server_sweep["summary"]
+    experiment, parent_id = summary["mlflow"]["experiment_id"], summary["mlflow"]["parent_run_id"]
+    trial_names = sorted(c.info.run_name for c in children_of(client, summary))
+    assert trial_names == sorted(f"trial-{t['trial_id']}" for t in summary["trials"])
+
+    # The parent run's page: its name, tags and its child runs, by name.
+    url = f"{server.url}/#/experiments/{experiment}/runs/{parent_id}"
+    dump = chromium(url, "--dump-dom", profile=tmp_path / "profile")
+    assert dump.returncode == 0, dump.stderr[-2000:]
+    text = page_text(dump.stdout)
+    assert f"Run {parent_id} - MLflow" in text and "Status Finished" in text
+    child_runs = text.split("Child runs", 1)[1][:200]
+    assert all(name in child_runs for name in trial_names), child_runs
+    assert "hpo.kind : sweep" in text and "hpo.searcher : optuna-tpe" in text
+
+    # The experiment's training runs: the parent run at the top level, all four runs found.
+    runs_url = f"{server.url}/#/experiments/{experiment}/runs"
+    dump = chromium(runs_url, "--dump-dom", profile=tmp_path / "profile")
+    text = page_text(dump.stdout)
+    assert "Training runs" in text and " srv " in text and "4 matching runs" in text, text[:2000]
+
+    shot = tmp_path / "parent_run.png"
+    taken = chromium(url, f"--screenshot={shot}", profile=tmp_path / "profile")
+    assert taken.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+def test_two_sweeps_logging_to_one_server_at_once_stay_separate(server, client, tmp_path):
+    procs = {}
+    for name in ("conc-a", "conc-b"):
+        if procs:  # start the second once the first has its Ray up and its parent run (two Ray starts at
+            deadline = time.monotonic() + 300  # once time out on a loaded 2-core machine)
+            while not client.search_runs(
+                [e.experiment_id for e in client.search_experiments() if e.name == "conc-a"] or ["0"],
+                "metrics.val_accuracy > -1",
+            ):
+                assert procs["conc-a"].poll() is None and time.monotonic() < deadline
+                time.sleep(0.5)
+        work = tmp_path / name
+        work.mkdir()
+        sweep = fifo_sweep(name, num_samples=2, max_epochs=2)
+        sweep["search"]["max_concurrent"] = 1  # two sweeps share two cores
+        (work / "s.yaml").write_text(yaml.safe_dump(sweep, sort_keys=False))
+        args = ["tune", str(work / "s.yaml"), "--storage", str(work / "runs"), "--mlflow-uri", server.url]
+        procs[name] = subprocess.Popen(
+            ["nice", "-n", "10", *HPO_MODULE, *args],
+            cwd=work,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=hpo_env(),
+            start_new_session=True,
+        )
+    try:
+        outputs = {name: proc.communicate(timeout=600)[0] for name, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    experiments = set()
+    for name, proc in procs.items():
+        assert proc.returncode == 0, outputs[name][-3000:]
+        summary = json.loads((tmp_path / name / "runs" / name / "summary.json").read_text())
+        experiments.add(summary["mlflow"]["experiment_id"])
+        assert client.get_experiment(summary["mlflow"]["experiment_id"]).name == name
+        parent = client.get_run(summary["mlflow"]["parent_run_id"])
+        assert parent.info.run_name == name and parent.info.status == "FINISHED"
+        runs = client.search_runs([summary["mlflow"]["experiment_id"]])
+        children = children_of(client, summary)
+        assert len(runs) == 3 and len(children) == 2  # its parent and its own trials, nothing else
+        assert {c.data.tags["hpo.sweep"] for c in children} == {name}
+        assert {c.info.run_id for c in children} == {t["mlflow_run_id"] for t in summary["trials"]}
+        for child in children:
+            steps = [m.step for m in client.get_metric_history(child.info.run_id, "val_accuracy")]
+            assert steps == [1, 2]
+        assert summary["mlflow"]["model"]["registered_name"] == name
+        assert client.get_model_version(name, summary["mlflow"]["model"]["version"]).run_id == parent.info.run_id
+    assert len(experiments) == 2
+
+
+def test_server_back_mid_sweep_gets_the_spool_without_hpo_sync(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    backend, port = f"sqlite:///{tmp_path}/auto.db", free_port()
+    server = MlflowServer(backend, tmp_path / "artifacts", port=port, log_path=tmp_path / "server1.log").start()
+    sweep_file = tmp_path / "auto.yaml"
+    sweep = fifo_sweep("auto", num_samples=3, max_epochs=8)
+    sweep["search"]["max_concurrent"] = 1
+    sweep["trial"]["early_stopping"] = {"patience": 8}
+    sweep_file.write_text(yaml.safe_dump(sweep, sort_keys=False))
+    runs = tmp_path / "runs"
+    spool = runs / "auto" / "mlflow_spool.jsonl"
+    args = ["tune", str(sweep_file), "--storage", str(runs), "--mlflow-uri", server.url]
+    with (tmp_path / "tune.out").open("w") as out:
+        proc = subprocess.Popen(
+            ["nice", "-n", "10", *HPO_MODULE, *args],
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=hpo_env(),
+            start_new_session=True,
+        )
+    restarted = None
+    try:
+        client = MlflowClient(tracking_uri=server.url)
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None and time.monotonic() < deadline
+            exp = client.get_experiment_by_name("auto")
+            if exp and client.search_runs([exp.experiment_id], "metrics.val_accuracy > -1"):
+                break
+            time.sleep(0.5)
+        server.stop()
+        while not spool.is_file():  # the next write finds the server gone
+            assert proc.poll() is None, "the sweep ended before it spooled anything"
+            time.sleep(0.2)
+        restarted = MlflowServer(backend, tmp_path / "artifacts", port=port, log_path=tmp_path / "server2.log").start()
+        if proc.poll() is not None:
+            pytest.skip("the sweep ended before the server was back (machine too busy to time this)")
+        assert proc.wait(timeout=600) == 0, (tmp_path / "tune.out").read_text()[-3000:]
+        summary = json.loads((runs / "auto" / "summary.json").read_text())
+        assert summary["mlflow"]["pending_writes"] == 0 and not spool.exists()
+        client = MlflowClient(tracking_uri=restarted.url)
+        children = children_of(client, summary)
+        assert len(children) == 3 and all(c.info.status == "FINISHED" for c in children)
+        by_run = {t["mlflow_run_id"]: t for t in summary["trials"]}
+        for child in children:
+            steps = sorted(m.step for m in client.get_metric_history(child.info.run_id, "val_accuracy"))
+            assert steps == list(range(1, by_run[child.info.run_id]["epochs"] + 1))
+        assert client.get_run(summary["mlflow"]["parent_run_id"]).info.status == "FINISHED"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        server.stop()
+        if restarted is not None:
+            restarted.stop()
