@@ -26,6 +26,12 @@ if ! "$venv/bin/python" -c "import torch" >/dev/null 2>&1; then
   $pip install --quiet setuptools==69.5.1 2>&1 | grep -v "dependency resolver\|requires setuptools\|has requirement" || true
   "$venv/bin/python" -c "import torch" || { echo "torch failed to install" >&2; exit 1; }
 fi
+# The MLflow UI browser test drives Debian's headless chromium: install it where we can (root + apt);
+# elsewhere that one test skips and says why.
+if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "installing Debian's chromium (for the MLflow UI browser test)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 # Fail loudly if the stack does not import together.
 "$venv/bin/python" - <<'PY'
 import hpo._env  # noqa: F401
