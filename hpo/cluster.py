@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from hpo.config import read_yaml
 from hpo.errors import ConfigError
 
 #: Environment variable naming the autoscaler config of the cluster hpo connects to.
@@ -83,18 +82,8 @@ def load_cluster_file(path: str | Path) -> dict[str, Any]:
     Raises:
         ConfigError: If the file is missing, not YAML, or not a mapping.
     """
-    path = Path(path)
+    data = read_yaml(path)
     source = str(path)
-    if not path.is_file():
-        raise ConfigError(f"{source}: (file): no such file; check the path")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "(file)"
-        raise ConfigError(
-            f"{source}: {where}: not valid YAML ({getattr(exc, 'problem', exc)}); fix the syntax"
-        ) from None
     if not isinstance(data, dict):
         raise ConfigError(
             f"{source}: (top level): expected a mapping of keys, got {type(data).__name__}; "

@@ -327,6 +327,25 @@ def parse_sweep(data: Any, source: str = "<sweep>") -> SweepConfig:
         raise ConfigError(_format(source, exc.errors()[0])) from None
 
 
+def read_yaml(path: str | Path) -> Any:
+    """Reads a YAML file (sweep or cluster file): the one place hpo parses YAML.
+
+    Raises:
+        ConfigError: If the file is missing or is not valid YAML (one line, with the line number).
+    """
+    path = Path(path)
+    source = str(path)
+    if not path.is_file():
+        raise ConfigError(f"{source}: (file): no such file; check the path")
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "(file)"
+        problem = getattr(exc, "problem", exc)
+        raise ConfigError(f"{source}: {where}: not valid YAML ({problem}); fix the syntax") from None
+
+
 def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None) -> SweepConfig:
     """Reads and validates a sweep file.
 
@@ -340,17 +359,8 @@ def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None) -> Swe
     Raises:
         ConfigError: If the file is missing, is not YAML, or does not validate.
     """
-    path = Path(path)
+    data = read_yaml(path)
     source = str(path)
-    if not path.is_file():
-        raise ConfigError(f"{source}: (file): no such file; check the path")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "(file)"
-        problem = getattr(exc, "problem", exc)
-        raise ConfigError(f"{source}: {where}: not valid YAML ({problem}); fix the syntax") from None
     if isinstance(data, dict):
         for dotted, value in (overrides or {}).items():
             apply_override(data, dotted, value)
