@@ -69,6 +69,7 @@ def main() -> None:
         "sweep": Path(args.sweep).name,
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "load_avg_end": os.getloadavg(),
         "trials": len(result.trials),
         "trials_stopped_early": int(result.trials["stopped_early"].sum()),
         "workers_per_trial": config.trial.workers,

@@ -73,6 +73,7 @@ def main() -> None:
         "benchmark": "scaling",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "load_avg_start": os.getloadavg(),
     }
     with tempfile.TemporaryDirectory(prefix="hpo-bench-") as scratch:
         work = Path(scratch)
@@ -118,6 +119,7 @@ def main() -> None:
 
         ray.shutdown()
         os.chdir(ROOT)
+    report["load_avg_end"] = os.getloadavg()  # figures taken on a busy machine are not comparable
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
