@@ -357,7 +357,9 @@ def chromium(url: str, *args: str, profile: Path) -> subprocess.CompletedProcess
     )
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (make install installs it as root)")
+@pytest.mark.skipif(
+    shutil.which("chromium") is None, reason="Debian's chromium is not installed (make install installs it as root)"
+)
 def test_browser_shows_the_parent_run_with_its_nested_trial_runs(server_sweep, server, client, tmp_path):
     summary = server_sweep["summary"]
     experiment, parent_id = summary["mlflow"]["experiment_id"], summary["mlflow"]["parent_run_id"]
