@@ -13,7 +13,6 @@ Never asserts on time; it measures.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -22,6 +21,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from _report import write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,10 +82,7 @@ def main() -> None:
         "efficiency": round(training / (wall * slots), 4),
         "best_metric": result.best_metric,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
-    print(json.dumps(report, indent=2))
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ Measures only; never asserts on time. Takes about 6 minutes on 2 cores.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -27,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from _report import write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,10 +120,7 @@ def main() -> None:
         ray.shutdown()
         os.chdir(ROOT)
     report["load_avg_end"] = os.getloadavg()  # figures taken on a busy machine are not comparable
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
-    print(json.dumps(report, indent=2))
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from _report import write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACE = {
@@ -112,10 +113,7 @@ def main() -> None:
         "ratio_max": max(ratios) if ratios else None,
         "references_seed0": references,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
-    print(json.dumps(report, indent=2))
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":
