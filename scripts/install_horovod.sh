@@ -3,7 +3,7 @@
 # once: the wheel is kept in HPO_WHEEL_CACHE and reused by every later install on this machine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-venv=${VENV:-$root/.venv}
+venv=$(realpath -m "${VENV:-$root/.venv}")  # absolute: the build below runs in another directory
 py=$venv/bin/python
 patch_file=$root/patches/horovod-0.28.1.patch
 cache=${HPO_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hpo/wheels}
