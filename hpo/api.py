@@ -1,12 +1,44 @@
-"""The ``hpo.tune`` entry point for notebooks and scripts."""
+"""The ``hpo.tune`` and ``hpo.tune_partitions`` entry points for notebooks and scripts."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from hpo.config import SweepConfig, load_sweep
 from hpo.sweep import DEFAULT_STORAGE, TuneResult, run_sweep
+
+
+def _source(sweep: str | Path | SweepConfig) -> str:
+    """What error messages name as the sweep's file."""
+    return f"<SweepConfig {sweep.name}>" if isinstance(sweep, SweepConfig) else str(sweep)
+
+
+def _load(sweep: str | Path | SweepConfig, overrides: dict[str, Any]) -> tuple[SweepConfig, str]:
+    """The validated sweep with ``overrides`` (dotted keys) applied, and the source to name in errors."""
+    source = _source(sweep)
+    if isinstance(sweep, SweepConfig):
+        if not overrides:
+            return sweep, source
+        from hpo.config import apply_override, parse_sweep
+
+        data = sweep.model_dump()
+        for key, value in overrides.items():
+            apply_override(data, key, value)
+        return parse_sweep(data, source), source
+    return load_sweep(sweep, overrides), source
+
+
+def _overrides(num_samples: int | None, name: str | None, mlflow_uri: str | None) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    if num_samples is not None:
+        overrides["search.num_samples"] = num_samples
+    if name is not None:
+        overrides["name"] = name
+    if mlflow_uri is not None:
+        overrides["tracking.mlflow_uri"] = mlflow_uri
+    return overrides
 
 
 def tune(
@@ -44,30 +76,88 @@ def tune(
         The sweep's :class:`TuneResult`.
 
     Raises:
-        ConfigError: Bad sweep file, data or model reference (nothing has run yet).
+        ConfigError: Bad sweep file, data or model reference (nothing has run yet); also a sweep with
+            ``data.partitions``, which :func:`tune_partitions` runs.
     """
-    overrides: dict[str, Any] = {}
-    if num_samples is not None:
-        overrides["search.num_samples"] = num_samples
-    if name is not None:
-        overrides["name"] = name
-    if mlflow_uri is not None:
-        overrides["tracking.mlflow_uri"] = mlflow_uri
-    if isinstance(sweep, SweepConfig):
-        source = f"<SweepConfig {sweep.name}>"
-        if overrides:
-            from hpo.config import apply_override, parse_sweep
-
-            data = sweep.model_dump()
-            for key, value in overrides.items():
-                apply_override(data, key, value)
-            sweep = parse_sweep(data, source)
-        config = sweep
-    else:
-        source = str(sweep)
-        config = load_sweep(sweep, overrides)
+    config, source = _load(sweep, _overrides(num_samples, name, mlflow_uri))
     return run_sweep(
         config,
+        source=source,
+        storage=storage,
+        address=address,
+        resume=resume,
+        console=console,
+        warm_start=warm_start,
+        warm_start_k=warm_start_k,
+        warm_start_mode=warm_start_mode,
+    )
+
+
+def tune_partitions(
+    sweep: str | Path | SweepConfig,
+    *,
+    partitions: Mapping[str, str] | Sequence[str] | None = None,
+    partition_by: str | None = None,
+    num_samples: int | None = None,
+    name: str | None = None,
+    storage: str | Path = DEFAULT_STORAGE,
+    mlflow_uri: str | None = None,
+    address: str | None = None,
+    resume: bool = False,
+    console: Any = None,
+    warm_start: str | None = None,
+    warm_start_k: int = 5,
+    warm_start_mode: str = "prior",
+) -> dict[str, TuneResult]:
+    """Runs one sweep per data partition (e.g. per region) and returns each partition's result.
+
+    The partitions are the sweep's ``data.partitions``, or ``partitions`` (which replace ``data.train``
+    and ``data.partitions``), or the values of the column ``partition_by`` of ``data.train``. Partition
+    ``P`` runs as the sweep ``NAME-P`` with its own Optuna study, MLflow parent run and
+    ``STORAGE/NAME-P/summary.json``. Every partition is checked before the first trial starts.
+
+    Args:
+        sweep: A sweep file path or a :class:`SweepConfig`.
+        partitions: Partition name → data URL, or a list of URLs (each named after its last path
+            component; ``…/region=eu`` gives ``eu``).
+        partition_by: A column of ``data.train`` to split by (one partition per value); not with
+            ``partitions`` or ``data.partitions``.
+        num_samples: Overrides ``search.num_samples`` (per partition).
+        name: Overrides ``name`` (the partitions' prefix).
+        storage: Directory holding sweeps.
+        mlflow_uri: Overrides ``tracking.mlflow_uri``.
+        address: Ray address; default starts one local Ray for all partitions.
+        resume: Continue each partition's sweep where it stopped.
+        console: A ``rich`` console for progress lines; None keeps quiet.
+        warm_start: A previous partitioned sweep's name (partition ``P`` is seeded from ``NAME-P``), or a
+            ``summary.json`` path that seeds every partition.
+        warm_start_k: How many of its best configurations to take.
+        warm_start_mode: ``prior`` or ``reevaluate``.
+
+    Returns:
+        Partition name → :class:`TuneResult`, in the order the partitions ran.
+
+    Raises:
+        ConfigError: Both or neither of ``partitions``/``partition_by`` given, or a partition whose data,
+            model or tracking store is unusable (nothing has run yet).
+    """
+    from hpo.errors import ConfigError
+    from hpo.partition import named_urls, run_partitions, split
+
+    overrides = _overrides(num_samples, name, mlflow_uri)
+    if partitions is not None:
+        where = _source(sweep)
+        if partition_by:
+            raise ConfigError(f"{where}: partition_by: cannot be combined with partitions; pass one of them")
+        if isinstance(partitions, str) or not isinstance(partitions, (Mapping, Sequence)):
+            raise ConfigError(f"{where}: partitions: expected a mapping name → URL or a list of URLs; pass one")
+        overrides["data.partitions"] = named_urls(partitions, where, "partitions")
+        overrides["data.train"] = None
+    config, source = _load(sweep, overrides)
+    storage = Path(storage)
+    parts = split(config, partition_by=partition_by, storage=storage.resolve(), source=source)
+    return run_partitions(
+        parts,
         source=source,
         storage=storage,
         address=address,

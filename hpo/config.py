@@ -34,25 +34,108 @@ class CacheConfig(_Model):
     dir: str | None = None
 
 
-class DataConfig(_Model):
-    """Where the training data is and how to read it."""
+def _check_url(value: str | None) -> str | None:
+    if value is not None and not value.startswith(_URL_SCHEMES):
+        raise ValueError(f"'{value}' is not a dataset URL; use file:///abs/path, s3://bucket/path or builtin:digits")
+    return value
+
+
+def partition_label(url: str) -> str:
+    """The partition name a bare data URL gets: its last path component, ``KEY=VALUE`` giving ``VALUE``.
+
+    ``file:///data/eu`` → ``eu``; ``s3://b/sales/region=us/`` → ``us``; ``file:///d/fr.parquet`` → ``fr``.
+
+    Raises:
+        ValueError: If no usable name can be derived (the caller names the partition then).
+    """
+    last = url.rstrip("/").rsplit("/", 1)[-1].split(":")[-1]
+    last = last.removesuffix(".parquet").rsplit("=", 1)[-1]
+    label = re.sub(r"[^A-Za-z0-9_.-]+", "-", last).strip("-.")
+    if not label or not _NAME.match(label):
+        raise ValueError(f"cannot derive a partition name from '{url}'; name it: partitions: {{NAME: {url}}}")
+    return label
+
+
+class PartitionData(_Model):
+    """One partition of a partitioned sweep (``data.partitions``): its training and validation data."""
 
     train: str
+    validation: str | None = None
+
+    @field_validator("train", "validation")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return _check_url(value)
+
+
+class DataConfig(_Model):
+    """Where the training data is and how to read it.
+
+    Either ``train`` (one sweep) or ``partitions`` (one sweep per partition: name → URL, or a list of URLs
+    named after their last path component, or name → ``{train, validation}``); every other key applies to
+    each partition.
+    """
+
+    train: str | None = None
     validation: str | None = None
     validation_fraction: float = Field(default=0.2, gt=0, lt=1)
     features: str = "features"
     label: str = "label"
     task: Literal["classification", "regression"] = "classification"
     cache: CacheConfig = CacheConfig()
+    partitions: dict[str, PartitionData] | None = None
 
     @field_validator("train", "validation")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(_URL_SCHEMES):
-            raise ValueError(
-                f"'{value}' is not a dataset URL; use file:///abs/path, s3://bucket/path or builtin:digits"
-            )
+        return _check_url(value)
+
+    @field_validator("partitions", mode="before")
+    @classmethod
+    def _named_partitions(cls, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            named: dict[str, Any] = {}
+            for url in value:
+                if not isinstance(url, str):
+                    raise ValueError(f"{url!r} is not a dataset URL; list URLs, or map names to URLs")
+                label = partition_label(_check_url(url) or "")
+                if label in named:
+                    raise ValueError(
+                        f"'{named[label]}' and '{url}' both give the partition name '{label}'; "
+                        "name them: partitions: {NAME: URL, ...}"
+                    )
+                named[label] = url
+            value = named
+        if isinstance(value, dict):
+            for label in value:
+                if not isinstance(label, str) or not _NAME.match(label):
+                    raise ValueError(
+                        f"'{label}' is not a valid partition name; use letters, digits, '-', '_' or '.'"
+                    )
+            return {k: {"train": v} if isinstance(v, str) else v for k, v in value.items()}
         return value
+
+    @model_validator(mode="after")
+    def _train_or_partitions(self) -> DataConfig:
+        if self.partitions is None:
+            if self.train is None:
+                raise _KeyedError("data.train", "required key is missing; add it (or list data.partitions)")
+            return self
+        if not self.partitions:
+            raise _KeyedError("data.partitions", "must not be empty; map at least one name to a data URL")
+        if self.train is not None:
+            raise _KeyedError(
+                "data.partitions",
+                "set either data.train (one sweep) or data.partitions (one sweep per partition), not both; "
+                "remove one",
+            )
+        if self.validation is not None:
+            raise _KeyedError(
+                "data.validation",
+                "one validation set for all partitions is not supported; give each its own "
+                "(partitions: {NAME: {train: URL, validation: URL}}) or remove it to split validation_fraction off",
+            )
+        return self
 
 
 class ObjectiveConfig(_Model):
@@ -71,6 +154,10 @@ class SearchConfig(_Model):
     seed: int | None = None
     repeats: int = Field(default=1, ge=1)
     time_budget_s: float | None = Field(default=None, gt=0)
+    #: The most trials the sweep runs (each repeat and warm-start re-evaluation is a trial); None: no cap.
+    max_trials: int | None = Field(default=None, ge=1)
+    #: Random trials before TPE / GP start modelling (Optuna's ``n_startup_trials``); None: Optuna's 10.
+    startup_trials: int | None = Field(default=None, ge=1)
 
 
 class SchedulerConfig(_Model):
@@ -206,6 +293,18 @@ class SweepConfig(_Model):
                     "repeats are not supported with grid search; "
                     "list the point several times via num_samples, or use random",
                 )
+        search = self.search
+        if search.max_trials is not None and search.max_trials % search.repeats:
+            raise _KeyedError(
+                "search.max_trials",
+                f"{search.max_trials} is not a multiple of search.repeats ({search.repeats}): a configuration "
+                f"would run fewer repeats than asked; use a multiple of {search.repeats}",
+            )
+        if search.startup_trials is not None and algorithm not in ("optuna-tpe", "optuna-gp"):
+            raise _KeyedError(
+                "search.startup_trials",
+                f"only optuna-tpe and optuna-gp have random start-up trials (not {algorithm}); remove it",
+            )
         for name, spec in self.space.items():
             for parent, value in (spec.when or {}).items():
                 other = self.space.get(parent)

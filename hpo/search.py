@@ -34,10 +34,11 @@ def _sampler(config: SweepConfig) -> Any:
 
     seed = config.search.seed
     algorithm = config.search.algorithm
+    startup = {} if config.search.startup_trials is None else {"n_startup_trials": config.search.startup_trials}
     if algorithm == "optuna-tpe":
-        return optuna.samplers.TPESampler(seed=seed)
+        return optuna.samplers.TPESampler(seed=seed, **startup)
     if algorithm == "optuna-gp":
-        return optuna.samplers.GPSampler(seed=seed)
+        return optuna.samplers.GPSampler(seed=seed, **startup)
     return optuna.samplers.RandomSampler(seed=seed)
 
 
@@ -63,7 +64,7 @@ def build_searcher(
         warm_mode: ``prior`` (told as finished trials) or ``reevaluate`` (queued to run first).
     """
     if config.search.algorithm == "grid":
-        return BasicVariantGenerator(random_state=config.search.seed)
+        return CappedGrid(config.search.max_trials, random_state=config.search.seed)
     import optuna
     from ray.tune.search.optuna import OptunaSearch
 
@@ -88,6 +89,29 @@ def build_searcher(
     if config.search.repeats > 1:
         return Repeater(searcher, repeat=config.search.repeats, set_index=True)
     return searcher
+
+
+class CappedGrid(BasicVariantGenerator):
+    """Tune's grid expansion that hands out at most ``max_trials`` trials (None: the whole grid).
+
+    Args:
+        max_trials: The cap (``search.max_trials``).
+        **kwargs: Passed to ``BasicVariantGenerator``.
+    """
+
+    def __init__(self, max_trials: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._max_trials = max_trials
+        self._handed_out = 0
+
+    def next_trial(self) -> Any:
+        if self._max_trials is not None and self._handed_out >= self._max_trials:
+            self.set_finished()
+            return None
+        trial = super().next_trial()
+        if trial is not None:
+            self._handed_out += 1
+        return trial
 
 
 def _asha(config: SweepConfig) -> TrialScheduler:
@@ -124,8 +148,14 @@ def build_scheduler(config: SweepConfig) -> TrialScheduler:
     return SCHEDULERS[config.scheduler.type](config)
 
 
+def planned_trials(config: SweepConfig) -> int:
+    """How many trials the sweep runs: configurations × repeats, capped by ``search.max_trials``."""
+    planned = config.search.num_samples * config.search.repeats
+    return planned if config.search.max_trials is None else min(planned, config.search.max_trials)
+
+
 def tune_num_samples(config: SweepConfig) -> int:
-    """Tune's ``num_samples``: configurations × repeats, or repetitions of the grid for ``grid``."""
+    """Tune's ``num_samples``: the planned trials, or repetitions of the grid for ``grid`` (capped there)."""
     if config.search.algorithm == "grid":
         return config.search.num_samples // config.grid_size
-    return config.search.num_samples * config.search.repeats
+    return planned_trials(config)

@@ -15,12 +15,9 @@ from hpo.config import REPEAT_KEY, SweepConfig
 from hpo.data import (
     DatasetInfo,
     builtin_digits,
-    declared_shapes,
     describe,
     path_to_url,
     split_dataset,
-    url_to_path,
-    write_dataset,
 )
 from hpo.errors import ConfigError, SweepAborted
 from hpo.outbox import SPOOL_NAME, update_summary, write_summary
@@ -102,10 +99,20 @@ def _split(config: SweepConfig, dest: Path) -> tuple[str, str]:
 
 
 def preflight(config: SweepConfig, storage: Path, source: str) -> TrialSpec:
-    """Every check that can fail on user input, before Ray starts: tracking server, data, model import."""
+    """Every check that can fail on user input, before Ray starts: tracking server, data, model import.
+
+    Raises:
+        ConfigError: On the first problem found (one line), or for a config with ``data.partitions``
+            (each partition is checked on its own; see :mod:`hpo.partition`).
+    """
     from hpo.mlflow_server import check_reachable
     from hpo.tracking import normalize_uri
 
+    if config.data.partitions:
+        raise ConfigError(
+            f"{source}: data.partitions: this sweep runs one sweep per partition ({len(config.data.partitions)}); "
+            "run it with hpo.tune_partitions() or 'hpo tune', which give one result per partition"
+        )
     check_reachable(normalize_uri(config.tracking.mlflow_uri), source)
     if config.search.algorithm == "optuna-gp":
         import importlib.util
@@ -218,6 +225,7 @@ def run_sweep(
     warm_start: str | None = None,
     warm_start_k: int = 5,
     warm_start_mode: str = "prior",
+    spec: TrialSpec | None = None,
 ) -> TuneResult:
     """Runs a whole sweep and writes ``STORAGE/NAME/summary.json``.
 
@@ -231,6 +239,8 @@ def run_sweep(
         warm_start: A previous sweep (name in ``storage``, or its ``summary.json`` path) to seed the study.
         warm_start_k: How many of its best configurations to take.
         warm_start_mode: ``prior`` (use their results) or ``reevaluate`` (train them again first).
+        spec: The result of :func:`preflight` for this config and storage, when the caller already has it
+            (partitioned sweeps check every partition before the first one runs); None runs it here.
 
     Returns:
         The sweep's result.
@@ -240,13 +250,13 @@ def run_sweep(
     from hpo import tracking
     from hpo.cluster import check_trial_fits_cluster
     from hpo.progress import ConsoleProgress
-    from hpo.search import build_scheduler, build_searcher, tune_num_samples
+    from hpo.search import build_scheduler, build_searcher, planned_trials, tune_num_samples
     from hpo.space import to_param_space
     from hpo.trial.driver import make_trainable, worker_bundle
 
     storage = Path(storage).resolve()
     sweep_dir = storage / config.name
-    spec = preflight(config, storage, source)
+    spec = spec or preflight(config, storage, source)
     warm_points = None
     if warm_start:
         from hpo.warmstart import previous_best
@@ -296,7 +306,7 @@ def run_sweep(
     )
     callbacks: list[Any] = [nesting]
     if console is not None:
-        planned = config.search.num_samples * config.search.repeats
+        planned = planned_trials(config)
         callbacks.append(ConsoleProgress(console, config.objective.metric, planned))
     trainable = make_trainable(spec)
     run_config = tune.RunConfig(
@@ -426,43 +436,3 @@ def _close_parent(
     metrics = [(k, float(v), now, 0) for k, v in final.items() if finite(v)]
     outbox.log("sweep", metrics=metrics, tags=tags)
     outbox.terminate("sweep", "FAILED" if best is None else "FINISHED")
-
-
-def partition(config: SweepConfig, column: str, storage: Path, source: str) -> list[tuple[str, SweepConfig]]:
-    """Splits a sweep's data by the values of ``column`` into one sweep per value.
-
-    Each partition gets its own dataset (written under ``STORAGE/_data/NAME/COLUMN=VALUE``), its own name
-    (``NAME-VALUE``), and so its own Optuna study, MLflow parent run and ``summary.json``.
-
-    Returns:
-        ``(value, config)`` per partition, in value order.
-    """
-    import numpy as np
-    import pyarrow.parquet as pq
-
-    d = config.data
-    if d.train.startswith("builtin:"):
-        raise ConfigError(f"{source}: data.train: --partition-by needs a file:// dataset, not {d.train}")
-    path = url_to_path(d.train)
-    names = pq.read_schema(next(iter(sorted(path.rglob("*.parquet")))) if path.is_dir() else path).names
-    if column not in names:
-        raise ConfigError(
-            f"{source}: data.train: column '{column}' not found (columns: {', '.join(names)}); "
-            "pass --partition-by with one of them"
-        )
-    table = pq.read_table(path, columns=[d.features, d.label, column])
-    keys = table.column(column).to_numpy(zero_copy_only=False)
-    shape = declared_shapes(table.schema).get(d.features)
-    x = np.asarray(table.column(d.features).to_pylist(), dtype=np.float32)
-    x = x.reshape(len(x), *shape) if shape else x
-    y = table.column(d.label).to_numpy()
-    out = []
-    for value in sorted(set(keys.tolist()), key=str):
-        rows = np.flatnonzero(keys == value)
-        url = path_to_url(storage / "_data" / config.name / f"{column}={value}")
-        write_dataset((x[rows], y[rows]), url, features_column=d.features, label=d.label, row_ids=rows)
-        data = config.model_dump()
-        data["name"] = f"{config.name}-{value}"
-        data["data"].update(train=url, validation=None)
-        out.append((str(value), SweepConfig.model_validate(data)))
-    return out

@@ -52,41 +52,60 @@ def tune(
     partition_by: Annotated[
         Optional[str], typer.Option(help="Run one sweep per value of this data column (e.g. region).")
     ] = None,
+    partition: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            help="Run one sweep per data URL: [NAME=]URL, repeat it (replaces data.train / data.partitions)."
+        ),
+    ] = None,
 ) -> None:
-    """Run a sweep; print the best trial and where the results are."""
+    """Run a sweep; print the best trial and where the results are.
+
+    With --partition-by, --partition or data.partitions in the file: one sweep per partition.
+    """
     from hpo.api import tune as run
 
     if warm_start_mode not in ("prior", "reevaluate"):
         raise ConfigError(f"--warm-start-mode: '{warm_start_mode}' is not allowed; use prior or reevaluate")
-    if partition_by:
-        from hpo.config import load_sweep
-        from hpo.sweep import partition
+    if partition_by and partition:
+        raise ConfigError(f"{file}: --partition-by: cannot be combined with --partition; use one of them")
+    shared = {
+        "num_samples": num_samples,
+        "name": name,
+        "storage": storage,
+        "mlflow_uri": mlflow_uri,
+        "address": address,
+        "resume": resume,
+        "console": console,
+        "warm_start": warm_start,
+        "warm_start_k": warm_start_k,
+        "warm_start_mode": warm_start_mode,
+    }
+    if partition_by or partition or _lists_partitions(file):
+        from hpo.api import tune_partitions
+        from hpo.partition import named_urls
 
-        overrides = {"search.num_samples": num_samples} if num_samples else {}
-        parts = partition(load_sweep(file, overrides), partition_by, storage.resolve(), str(file))
-        for value, config in parts:
-            console.print(f"== partition {partition_by}={value}: sweep {config.name}", highlight=False)
-            part = run(config, storage=storage, mlflow_uri=mlflow_uri, address=address, resume=resume, console=console)
+        urls = named_urls(partition, str(file)) if partition else None
+        results = tune_partitions(file, partitions=urls, partition_by=partition_by, **shared)
+        for part in results.values():
             _print_summary(part.summary)
             console.print(f"summary: {part.summary_path}", highlight=False)
+        if any(part.best_metric is None for part in results.values()):
+            raise typer.Exit(1)
         return
-    result = run(
-        file,
-        warm_start=warm_start,
-        warm_start_k=warm_start_k,
-        warm_start_mode=warm_start_mode,
-        num_samples=num_samples,
-        name=name,
-        storage=storage,
-        mlflow_uri=mlflow_uri,
-        address=address,
-        resume=resume,
-        console=console,
-    )
+    result = run(file, **shared)
     _print_summary(result.summary)
     console.print(f"summary: {result.summary_path}", highlight=False)
     if result.best_metric is None:
         raise typer.Exit(1)
+
+
+def _lists_partitions(file: Path) -> bool:
+    """True if the sweep file sets data.partitions (read without validating; validation comes later)."""
+    from hpo.config import read_yaml
+
+    data = read_yaml(file)
+    return isinstance(data, dict) and isinstance(data.get("data"), dict) and data["data"].get("partitions") is not None
 
 
 @app.command()
@@ -95,19 +114,27 @@ def validate(
     file: Annotated[Path, typer.Argument(help="Sweep file (YAML).")],
     storage: Storage = Path("hpo_runs"),
 ) -> None:
-    """Check a sweep file, its data and its model reference without running anything."""
+    """Check a sweep file, its data and its model reference without running anything.
+
+    A sweep with data.partitions is checked partition by partition (one line each).
+    """
     from hpo.config import load_sweep
+    from hpo.partition import by_urls
+    from hpo.search import planned_trials
     from hpo.sweep import preflight
 
     config = load_sweep(file)
-    spec = preflight(config, storage.resolve(), str(file))
-    console.print(
-        f"{file}: ok — sweep '{config.name}', {len(config.space)} parameters, "
-        f"{config.search.algorithm} + {config.scheduler.type}, {config.search.num_samples} trials × "
-        f"{config.trial.workers} workers; train {spec.train.num_rows} rows, validation "
-        f"{spec.validation.num_rows} rows, {spec.train.feature_dim} features",
-        highlight=False,
-    )
+    parts = by_urls(config) if config.data.partitions else [(None, config)]
+    for label, part in parts:
+        where = f"{file}" if label is None else f"{file} (partition {label})"
+        spec = preflight(part, storage.resolve(), where)
+        console.print(
+            f"{where}: ok — sweep '{part.name}', {len(part.space)} parameters, "
+            f"{part.search.algorithm} + {part.scheduler.type}, {planned_trials(part)} trials × "
+            f"{part.trial.workers} workers; train {spec.train.num_rows} rows, validation "
+            f"{spec.validation.num_rows} rows, {spec.train.feature_dim} features",
+            highlight=False,
+        )
 
 
 def _load_summary(name: str, storage: Path) -> dict:

@@ -52,3 +52,46 @@ def test_one_sweep_per_region(tmp_path, write_sweep):
         rows = pq.read_table(tmp_path / "runs" / "_data" / "demand" / f"region={value}").num_rows
         assert rows == int((region == value).sum())
     assert len(parents) == 2
+
+
+def test_one_sweep_per_data_url(tmp_path, write_sweep):
+    """data.partitions (name → URL): each URL its own study, MLflow parent run and summary; one command."""
+    digits = load_digits()
+    x = (digits.data / 16).astype(np.float32)
+    urls = {}
+    for region, rows in (("eu", slice(0, 900)), ("us", slice(900, None))):
+        table = pa.table({
+            "features": pa.array([list(r) for r in x[rows]], type=pa.list_(pa.float32())),
+            "label": pa.array(digits.target[rows].astype(np.int64)),
+        })
+        (tmp_path / "data" / f"region={region}").mkdir(parents=True)
+        pq.write_table(table, tmp_path / "data" / f"region={region}" / "part.parquet", row_group_size=64)
+        urls[region] = path_to_url(tmp_path / "data" / f"region={region}")
+    sweep = base_sweep(
+        name="sales",
+        data={"partitions": urls},
+        search={"algorithm": "optuna-tpe", "num_samples": 2, "max_concurrent": 2, "seed": 1},
+        scheduler={"type": "fifo"},
+        trial={"workers": 2, "cpus_per_worker": 0.5, "max_epochs": 2, "batch_size_per_worker": 64},
+    )
+    proc = subprocess.run([HPO, "tune", str(write_sweep(sweep)), "--storage", str(tmp_path / "runs")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("== partition ") == 2 and proc.stdout.count("summary: ") == 2
+    parents, experiments = set(), set()
+    for region in ("eu", "us"):
+        sweep_dir = tmp_path / "runs" / f"sales-{region}"
+        summary = json.loads((sweep_dir / "summary.json").read_text())
+        assert summary["name"] == f"sales-{region}" and len(summary["trials"]) == 2
+        assert all(t["status"] == "completed" for t in summary["trials"])
+        import optuna
+
+        study = optuna.load_study(study_name=f"sales-{region}", storage=f"sqlite:///{sweep_dir / 'optuna.db'}")
+        assert len(study.trials) == 2  # each partition its own study, with only its own trials
+        client = MlflowClient(tracking_uri=summary["mlflow"]["uri"])
+        parent = client.get_run(summary["mlflow"]["parent_run_id"])
+        assert parent.info.run_name == f"sales-{region}"
+        assert parent.data.params["data.train"] == urls[region]
+        parents.add(parent.info.run_id)
+        experiments.add(summary["mlflow"]["experiment_id"])
+    assert len(parents) == 2 and len(experiments) == 2

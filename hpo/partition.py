@@ -1,0 +1,225 @@
+"""Partitioned sweeps: one sweep per partition of the data (per region, per dataset), in one command.
+
+Two ways to partition a sweep ``NAME``:
+
+- by URL: ``data.partitions`` in the sweep file (name → URL, a list of URLs, or name →
+  ``{train, validation}``), ``hpo tune FILE --partition [NAME=]URL`` (repeated), or
+  ``hpo.tune_partitions(..., partitions=...)``; each partition's data is used as given;
+- by column: ``hpo tune FILE --partition-by COL`` (or ``partition_by=``) splits ``data.train`` by the
+  values of a column and writes each part under ``STORAGE/_data/NAME/COL=VALUE``.
+
+Partition ``P`` becomes the sweep ``NAME-P``, with its own Optuna study, MLflow parent run and
+``STORAGE/NAME-P/summary.json``. Every partition is checked (data, model, tracking server) before the
+first trial of the first partition starts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hpo.config import SweepConfig, partition_label
+from hpo.data import declared_shapes, path_to_url, url_to_path, write_dataset
+from hpo.errors import ConfigError
+from hpo.sweep import TuneResult, preflight, run_sweep, start_ray
+
+_NAMED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=(.+)$")
+
+
+def by_urls(config: SweepConfig) -> list[tuple[str, SweepConfig]]:
+    """One sweep per entry of ``data.partitions``, named ``NAME-PARTITION``, in the order listed.
+
+    Returns:
+        ``(partition name, config)`` per partition.
+    """
+    out = []
+    for label, part in (config.data.partitions or {}).items():
+        data = config.model_dump()
+        data["name"] = f"{config.name}-{label}"
+        data["data"].update(train=part.train, validation=part.validation, partitions=None)
+        out.append((label, SweepConfig.model_validate(data)))
+    return out
+
+
+def by_column(config: SweepConfig, column: str, storage: Path, source: str) -> list[tuple[str, SweepConfig]]:
+    """Splits a sweep's data by the values of ``column`` into one sweep per value.
+
+    Each partition gets its own dataset (written under ``STORAGE/_data/NAME/COLUMN=VALUE``), its own name
+    (``NAME-VALUE``), and so its own Optuna study, MLflow parent run and ``summary.json``.
+
+    Returns:
+        ``(value, config)`` per partition, in value order.
+
+    Raises:
+        ConfigError: For built-in data, data.partitions, or a column the dataset does not have.
+    """
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    d = config.data
+    if d.partitions or d.train is None:
+        raise ConfigError(
+            f"{source}: data.partitions: the sweep already lists its partitions; "
+            "drop --partition-by (partition_by) or data.partitions"
+        )
+    if d.train.startswith("builtin:"):
+        raise ConfigError(f"{source}: data.train: --partition-by needs a file:// dataset, not {d.train}")
+    path = url_to_path(d.train)
+    names = pq.read_schema(next(iter(sorted(path.rglob("*.parquet")))) if path.is_dir() else path).names
+    if column not in names:
+        raise ConfigError(
+            f"{source}: data.train: column '{column}' not found (columns: {', '.join(names)}); "
+            "pass --partition-by with one of them"
+        )
+    table = pq.read_table(path, columns=[d.features, d.label, column])
+    keys = table.column(column).to_numpy(zero_copy_only=False)
+    shape = declared_shapes(table.schema).get(d.features)
+    x = np.asarray(table.column(d.features).to_pylist(), dtype=np.float32)
+    x = x.reshape(len(x), *shape) if shape else x
+    y = table.column(d.label).to_numpy()
+    out = []
+    for value in sorted(set(keys.tolist()), key=str):
+        rows = np.flatnonzero(keys == value)
+        url = path_to_url(storage / "_data" / config.name / f"{column}={value}")
+        write_dataset((x[rows], y[rows]), url, features_column=d.features, label=d.label, row_ids=rows)
+        data = config.model_dump()
+        data["name"] = f"{config.name}-{value}"
+        data["data"].update(train=url, validation=None)
+        out.append((str(value), SweepConfig.model_validate(data)))
+    return out
+
+
+def named_urls(values: Sequence[str] | Mapping[str, str], source: str, key: str = "--partition") -> dict[str, str]:
+    """Partition name → URL from ``NAME=URL`` or bare ``URL`` strings (named after the last path component).
+
+    ``file:///data/region=eu`` is a bare URL (named ``eu``): a name never holds ``:`` or ``/``. URLs are
+    checked later, with the rest of the sweep.
+
+    Args:
+        values: What the user passed (a mapping is taken as it is).
+        source: The sweep file (for error messages).
+        key: The option to name in error messages.
+
+    Raises:
+        ConfigError: If a name cannot be derived or two partitions get the same name.
+    """
+    if isinstance(values, Mapping):
+        return {str(k): v for k, v in values.items()}
+    out: dict[str, str] = {}
+    for value in values:
+        match = _NAMED.match(str(value))
+        if match:
+            label, url = match.groups()
+        else:
+            url = str(value)
+            try:
+                label = partition_label(url)
+            except ValueError:
+                raise ConfigError(
+                    f"{source}: {key}: cannot derive a partition name from '{url}'; pass it as NAME=URL"
+                ) from None
+        if label in out:
+            raise ConfigError(
+                f"{source}: {key}: '{out[label]}' and '{url}' are both named '{label}'; pass them as NAME=URL"
+            )
+        out[label] = url
+    return out
+
+
+def split(
+    config: SweepConfig, *, partition_by: str | None, storage: Path, source: str
+) -> list[tuple[str, SweepConfig]]:
+    """The sweeps of a partitioned sweep: by ``partition_by`` column, else by ``data.partitions``.
+
+    Raises:
+        ConfigError: If both or neither are given, or a partition is unusable.
+    """
+    if partition_by:
+        return by_column(config, partition_by, storage, source)
+    if not config.data.partitions:
+        raise ConfigError(
+            f"{source}: data.partitions: nothing to partition; list data.partitions (name: URL), "
+            "or pass --partition URL / --partition-by COL"
+        )
+    return by_urls(config)
+
+
+def run_partitions(
+    parts: list[tuple[str, SweepConfig]],
+    *,
+    source: str,
+    storage: str | Path,
+    address: str | None = None,
+    resume: bool = False,
+    console: Any = None,
+    warm_start: str | None = None,
+    warm_start_k: int = 5,
+    warm_start_mode: str = "prior",
+) -> dict[str, TuneResult]:
+    """Checks every partition, then runs them one after another on one Ray session.
+
+    Args:
+        parts: ``(partition name, config)`` pairs, from :func:`split`.
+        source: The sweep file (for error messages; each names its partition).
+        storage: Directory that holds sweeps.
+        address: Ray address; default: a new local Ray, shared by all partitions.
+        resume: Continue each partition's sweep where it stopped (finished partitions run no more trials).
+        console: A ``rich`` console for progress lines (None: quiet).
+        warm_start: A previous sweep's name: partition ``P`` is seeded from ``WARM_START-P`` (a partition of
+            the same name); or a ``summary.json`` path, which seeds every partition.
+        warm_start_k: How many of its best configurations to take.
+        warm_start_mode: ``prior`` or ``reevaluate``.
+
+    Returns:
+        Partition name → its result, in the order run.
+
+    Raises:
+        ConfigError: If any partition fails its checks (before anything runs).
+    """
+    storage = Path(storage).resolve()
+    checked = []
+    for label, config in parts:
+        where = f"{source} (partition {label})"
+        warm = _warm_start_of(label, warm_start)
+        if warm:
+            from hpo.warmstart import previous_best
+
+            previous_best(_summary_path(storage, warm), config, warm_start_k)  # raises if unusable
+        checked.append((label, config, where, warm, preflight(config, storage, where)))
+    started_ray = start_ray(address)
+    results: dict[str, TuneResult] = {}
+    try:
+        for label, config, where, warm, spec in checked:
+            if console is not None:
+                console.print(f"== partition {label}: sweep {config.name}", highlight=False)
+            results[label] = run_sweep(
+                config,
+                source=where,
+                storage=storage,
+                address=address,
+                resume=resume,
+                console=console,
+                warm_start=warm,
+                warm_start_k=warm_start_k,
+                warm_start_mode=warm_start_mode,
+                spec=spec,
+            )
+    finally:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+    return results
+
+
+def _warm_start_of(label: str, warm_start: str | None) -> str | None:
+    """The previous sweep partition ``label`` warm-starts from: ``NAME-label``, or a summary.json as given."""
+    if not warm_start or warm_start.endswith(".json"):
+        return warm_start
+    return f"{warm_start}-{label}"
+
+
+def _summary_path(storage: Path, warm_start: str) -> Path:
+    return Path(warm_start) if warm_start.endswith(".json") else storage / warm_start / "summary.json"
