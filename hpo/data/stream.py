@@ -164,14 +164,22 @@ class ShardStream:
         held: list[Chunk] = []
 
         def mixed() -> Chunk:
-            if len(held) == 1:  # no concatenation copy
+            total = sum(len(c[1]) for c in held)
+            order = rng.permutation(total)
+            if len(held) == 1:
                 x, y, ids = held[0]
-            else:
-                x = np.concatenate([c[0] for c in held])
-                y = np.concatenate([c[1] for c in held])
-                ids = np.concatenate([c[2] for c in held]) if held[0][2] is not None else None
-            order = rng.permutation(len(y))
-            return x[order], y[order], None if ids is None else ids[order]
+                return x[order], y[order], None if ids is None else ids[order]
+            # The same shuffle as concatenate-then-index, scattering each group into place: one copy.
+            dest = np.empty_like(order)
+            dest[order] = np.arange(total)
+            out = [np.empty((total, *part.shape[1:]), dtype=part.dtype) for part in held[0] if part is not None]
+            offset = 0
+            for chunk in held:
+                where = dest[offset : offset + len(chunk[1])]
+                for target, part in zip(out, (p for p in chunk if p is not None), strict=True):
+                    target[where] = part
+                offset += len(chunk[1])
+            return out[0], out[1], out[2] if len(out) > 2 else None
 
         held_bytes = 0
         for chunk in self._row_groups(epoch):
@@ -183,8 +191,12 @@ class ShardStream:
         if held:
             yield mixed()
 
-    def epoch_batches(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Yields one epoch: exactly ``steps`` batches covering the shard once.
+    def epoch_blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
+        """Yields one epoch as blocks of whole batches of one size: ``(x, y, batch_size)``.
+
+        ``len(y)`` of a block is a multiple of its ``batch_size``; the blocks' batches, in order, are exactly
+        :meth:`batch_sizes`. A block is a view of one shuffled chunk where it can be (no copy), so the
+        input pipeline cuts batches in TensorFlow instead of calling Python once per batch.
 
         Raises:
             RowLossError: If the reader returned more or fewer rows than the shard holds.
@@ -202,10 +214,15 @@ class ShardStream:
             if chunk[2] is not None:
                 seen_ids.append(chunk[2])
             while produced < len(sizes) and buffered >= sizes[produced]:
-                x, y = _take(pending, sizes[produced])
-                yield x, y
-                buffered -= sizes[produced]
-                produced += 1
+                size, count = sizes[produced], 0
+                while produced + count < len(sizes) and sizes[produced + count] == size and (
+                    buffered >= size * (count + 1)
+                ):
+                    count += 1
+                x, y = _take(pending, size * count)
+                yield x, y, size
+                buffered -= size * count
+                produced += count
         if read != self.expected_rows or produced != len(sizes):
             raise RowLossError(
                 f"shard {self.rank}/{self.size} of {self.info.url}: epoch {epoch} read {read} rows, "
@@ -215,25 +232,43 @@ class ShardStream:
         if seen_ids:
             self.epoch_ids.append(np.sort(np.concatenate(seen_ids)))
 
+    def epoch_batches(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Yields one epoch: exactly ``steps`` batches covering the shard once (see :meth:`epoch_blocks`).
+
+        Raises:
+            RowLossError: If the reader returned more or fewer rows than the shard holds.
+        """
+        for x, y, size in self.epoch_blocks():
+            for start in range(0, len(y), size):
+                yield x[start : start + size], y[start : start + size]
+
     def dataset(self):  # -> tf.data.Dataset
         """The shard as a repeating ``tf.data.Dataset`` of ``(features, label)`` batches, prefetched.
 
-        Features come in the dataset's declared shape (``info.input_shape``).
+        Python runs once per block of batches (:meth:`epoch_blocks`), on tf.data's background thread; the
+        blocks are cut into batches by a reshape in TensorFlow, without copying rows one by one. Features
+        come in the dataset's declared shape (``info.input_shape``).
         """
         import tensorflow as tf
 
-        shape = self.info.input_shape
+        shape = tuple(self.info.input_shape)
         label_dtype = tf.int64 if self.info.num_classes is not None else tf.float32
         signature = (
             tf.TensorSpec(shape=(None, *shape), dtype=tf.float32),
             tf.TensorSpec(shape=(None,), dtype=label_dtype),
+            tf.TensorSpec(shape=(), dtype=tf.int64),
         )
 
-        def cast() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-            for x, y in self.epoch_batches():
-                yield x.reshape(len(x), *shape), y.astype(label_dtype.as_numpy_dtype)
+        def blocks() -> Iterator[tuple[np.ndarray, np.ndarray, np.int64]]:
+            for x, y, size in self.epoch_blocks():
+                yield x.reshape(len(x), *shape), y.astype(label_dtype.as_numpy_dtype, copy=False), np.int64(size)
 
-        return tf.data.Dataset.from_generator(cast, output_signature=signature).repeat().prefetch(2)
+        def split(x, y, size):  # (k·b, ...) -> k batches of b rows
+            batches_x = tf.reshape(x, tf.concat([[-1, size], tf.constant(shape, tf.int64)], axis=0))
+            return tf.data.Dataset.from_tensor_slices((batches_x, tf.reshape(y, [-1, size])))
+
+        stream = tf.data.Dataset.from_generator(blocks, output_signature=signature)
+        return stream.flat_map(split).repeat().prefetch(tf.data.AUTOTUNE)
 
 
 def _take(pending: list[Chunk], n: int) -> tuple[np.ndarray, np.ndarray]:
