@@ -105,6 +105,7 @@ class CappedGrid(BasicVariantGenerator):
         self._handed_out = 0
 
     def next_trial(self) -> Any:
+        """The next grid point's trial, or None once ``max_trials`` were handed out (or the grid is done)."""
         if self._max_trials is not None and self._handed_out >= self._max_trials:
             self.set_finished()
             return None

@@ -1,0 +1,68 @@
+"""search.max_trials and search.startup_trials: validation, the planned trial count, the samplers built."""
+
+from __future__ import annotations
+
+import pytest
+from ray.tune.experiment import Experiment
+
+from hpo.config import parse_sweep
+from hpo.errors import ConfigError
+from hpo.search import CappedGrid, _sampler, planned_trials
+from hpo.space import to_param_space
+from tests.conftest import base_sweep
+
+
+def sweep(**search):
+    return parse_sweep(base_sweep(search={"algorithm": "random", "num_samples": 6, **search}), "s.yaml")
+
+
+def test_max_trials_caps_the_planned_trials():
+    assert planned_trials(sweep()) == 6
+    assert planned_trials(sweep(max_trials=4)) == 4
+    assert planned_trials(sweep(max_trials=40)) == 6
+    assert planned_trials(sweep(repeats=2)) == 12
+    assert planned_trials(sweep(repeats=2, max_trials=8)) == 8
+
+
+def test_max_trials_must_keep_repeats_whole():
+    with pytest.raises(ConfigError) as info:
+        sweep(repeats=3, max_trials=7)
+    assert str(info.value) == (
+        "s.yaml: search.max_trials: 7 is not a multiple of search.repeats (3): a configuration would run "
+        "fewer repeats than asked; use a multiple of 3"
+    )
+
+
+def test_startup_trials_only_for_model_based_samplers():
+    with pytest.raises(ConfigError) as info:
+        sweep(startup_trials=3)
+    assert "search.startup_trials: only optuna-tpe and optuna-gp have random start-up trials" in str(info.value)
+
+
+@pytest.mark.parametrize("algorithm", ["optuna-tpe", "optuna-gp"])
+def test_startup_trials_reach_the_optuna_sampler(algorithm):
+    sampler = _sampler(sweep(algorithm=algorithm, startup_trials=3, seed=1))
+    assert sampler._n_startup_trials == 3
+    assert _sampler(sweep(algorithm=algorithm))._n_startup_trials == 10  # Optuna's default
+
+
+def test_capped_grid_hands_out_at_most_max_trials():
+    config = parse_sweep(base_sweep(
+        search={"algorithm": "grid", "num_samples": 4},
+        space={"units": {"type": "grid", "values": [8, 16]},
+               "optimizer": {"type": "grid", "values": ["adam", "sgd"]}},
+    ), "s.yaml")
+
+    def handed_out(cap):
+        grid = CappedGrid(cap, random_state=0)
+        grid.add_configurations([Experiment("g", lambda config: None, config=to_param_space(config))])
+        trials = []
+        while (trial := grid.next_trial()) is not None:
+            trials.append(trial.config)
+        return trials, grid.is_finished()
+
+    every, finished = handed_out(None)
+    assert len(every) == 4 and finished
+    assert {(t["units"], t["optimizer"]) for t in every} == {(8, "adam"), (8, "sgd"), (16, "adam"), (16, "sgd")}
+    capped, finished = handed_out(3)
+    assert capped == every[:3] and finished
