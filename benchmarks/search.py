@@ -4,7 +4,9 @@ On the digits MLP (a cheap but real task), for each seed: random + FIFO runs ``-
 ``--epochs`` epochs each (the full budget) and finds its best validation accuracy B; TPE + ASHA runs the
 same number of trials, and we count the epochs it trained, in order, until one epoch reached B. The
 ratio epochs-to-B / full budget is the figure (target ≤ 0.33). Trials run one at a time, so the order
-of epochs is exact. GP + ASHA and grid + FIFO are run once as references. Counts epochs, not seconds.
+of epochs is exact. TPE gets its own seed (``SEED_OFFSET + s``) so its random start-up trials do not
+replay random search's draws, and models the space after ``--startup-trials`` random trials.
+GP + ASHA and grid + FIFO are run once as references. Counts epochs, not seconds.
 
 Writes ``benchmarks/results/search.json``.
 """
@@ -33,7 +35,9 @@ SPACE = {
 }
 
 
-def sweep(name: str, algorithm: str, scheduler: str, seed: int, trials: int, epochs: int) -> dict[str, Any]:
+def sweep(
+    name: str, algorithm: str, scheduler: str, seed: int, trials: int, epochs: int, startup: int | None = None
+) -> dict[str, Any]:
     space = SPACE
     if algorithm == "grid":
         space = {"learning_rate": {"type": "grid", "values": [1e-3, 1e-2]}, "units": {"type": "grid",
@@ -43,12 +47,17 @@ def sweep(name: str, algorithm: str, scheduler: str, seed: int, trials: int, epo
         "model": "hpo.models.mlp:build",
         "data": {"train": "builtin:digits"},
         "search": {"algorithm": algorithm, "num_samples": trials if algorithm != "grid" else 8,
-                   "max_concurrent": 1, "seed": seed},
+                   "max_concurrent": 1, "seed": seed,
+                   **({"startup_trials": startup} if startup and algorithm.startswith("optuna") else {})},
         "scheduler": {"type": scheduler, "grace_period": 1, "reduction_factor": 3},
         "trial": {"workers": 2, "cpus_per_worker": 0.5, "max_epochs": epochs, "batch_size_per_worker": 32,
                   "early_stopping": {"patience": epochs}},
         "space": space,
     }
+
+
+#: TPE runs with seed SEED_OFFSET + s against random search's seed s.
+SEED_OFFSET = 1000
 
 
 def epochs_in_order(storage: Path, name: str) -> list[float]:
@@ -64,12 +73,14 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--startup-trials", type=int, default=4, help="TPE / GP random start-up trials")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "search.json"))
     args = parser.parse_args()
 
     import hpo
     from hpo.sweep import start_ray
 
+    began = time.time()
     per_seed = []
     references: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="hpo-bench-") as scratch:
@@ -78,14 +89,17 @@ def main() -> None:
         start_ray(num_cpus=os.cpu_count())
 
         def run(name: str, algorithm: str, scheduler: str, seed: int) -> list[float]:
-            config = hpo.SweepConfig.model_validate(sweep(name, algorithm, scheduler, seed, args.trials, args.epochs))
+            config = hpo.SweepConfig.model_validate(
+                sweep(name, algorithm, scheduler, seed, args.trials, args.epochs, args.startup_trials)
+            )
             hpo.tune(config, storage=storage)
             return epochs_in_order(storage, name)
 
         for seed in range(args.seeds):
             baseline = run(f"random-fifo-{seed}", "random", "fifo", seed)
             target = max(baseline)
-            tpe = run(f"tpe-asha-{seed}", "optuna-tpe", "asha", seed)
+            # A different seed: TPE's random start-up must not replay random search's own draws.
+            tpe = run(f"tpe-asha-{seed}", "optuna-tpe", "asha", SEED_OFFSET + seed)
             reached = next((i + 1 for i, v in enumerate(tpe) if v >= target), None)
             per_seed.append({
                 "seed": seed, "random_fifo_best": target, "random_fifo_epochs": len(baseline),
@@ -107,6 +121,8 @@ def main() -> None:
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "task": "digits MLP, 2 Horovod workers, batch 32/worker",
         "trials": args.trials, "max_epochs": args.epochs, "seeds": args.seeds,
+        "tpe_startup_trials": args.startup_trials, "tpe_seed_offset": SEED_OFFSET,
+        "wall_s": round(time.time() - began, 1),
         "per_seed": per_seed,
         "reached_in": f"{len(ratios)}/{len(per_seed)} seeds",
         "ratio_median": round(statistics.median(ratios), 4) if ratios else None,

@@ -35,7 +35,7 @@ class ConsoleProgress(Callback):
 
             self.console = Console()
 
-    def _line(self, trial: Any, status: str) -> None:
+    def _line(self, trial: Any, status: str, why: str = "") -> None:
         self.ended += 1
         last = trial.last_result or {}
         value = last.get(self.metric)
@@ -43,7 +43,7 @@ class ConsoleProgress(Callback):
         elapsed = time.time() - self.started
         self.console.print(
             f"[{self.ended}/{self.planned}] {trial.trial_id} {status:<14} epochs={last.get('epoch', 0):<3} "
-            f"{self.metric}={shown}  ({elapsed:.0f}s)",
+            f"{self.metric}={shown}  ({elapsed:.0f}s){why}",
             highlight=False,
         )
 
@@ -53,5 +53,15 @@ class ConsoleProgress(Callback):
         self._line(trial, "completed" if last.get("trial_finished") else "stopped early")
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        """Prints a failed trial."""
-        self._line(trial, "failed")
+        """Prints a failed trial with the last line of its error."""
+        self._line(trial, "failed", f"  {error_line(trial)}")
+
+
+def error_line(trial: Any, limit: int = 300) -> str:
+    """The last non-empty line of a Tune trial's error (its ``error.txt``), or '' if there is none."""
+    try:
+        with open(trial.error_file) as f:
+            lines = [line.strip() for line in f if line.strip()]
+    except (OSError, TypeError):
+        return ""
+    return lines[-1][:limit] if lines else ""

@@ -177,6 +177,14 @@ def hpo_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def trial_errors(storage: Path) -> str:
+    """Every failed trial's error (Tune's error.txt), for an assertion message."""
+    out = [f"\n--- {path.parent.name}\n{path.read_text()[-2500:]}" for path in sorted(storage.glob("*/*/error.txt"))]
+    for path in storage.glob("*/summary.json"):
+        out += [f"\n{t['trial_id']}: {t.get('error')}" for t in json.loads(path.read_text())["trials"]]
+    return "".join(out) or "\n(no error.txt or summary.json under the storage)"
+
+
 def test_impossible_trial_fails_fast_against_the_autoscaler_node_types(fake_cluster: FakeCluster, tmp_path: Path):
     # No node type has 3 GPUs: exit 2 before any node is launched. An explicit address (not auto).
     started = time.time()
@@ -233,7 +241,7 @@ def test_gpu_sweep_scales_fake_gpu_nodes_up_and_down(fake_cluster: FakeCluster, 
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420,
         )  # fmt: skip
         sweep_ended = time.time()
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:] + trial_errors(tmp_path / "runs")
 
         # All trials completed, each one on fake GPU nodes (the head has no GPU, so nowhere else).
         summary = json.loads((tmp_path / "runs" / "fake-gpu" / "summary.json").read_text())
