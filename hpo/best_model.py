@@ -79,6 +79,7 @@ def log_best_model(uri: str, run_id: str, model_path: Path, sample: Any, registe
         The logged model's URI and the new registered version.
     """
     import mlflow
+    import tensorflow as tf
     import tf_keras
     from mlflow.models import infer_signature
     from mlflow.tracking._tracking_service.utils import _use_tracking_uri
@@ -92,5 +93,11 @@ def log_best_model(uri: str, run_id: str, model_path: Path, sample: Any, registe
             signature=signature,
             registered_model_name=registered_name,
             run_id=run_id,
+            # Given, not inferred: inference loads the model again in a subprocess (~15 s of TF import).
+            pip_requirements=[
+                f"tensorflow=={tf.__version__}",
+                f"tf-keras=={tf_keras.__version__}",
+                f"mlflow=={mlflow.__version__}",
+            ],
         )
     return info.model_uri, str(info.registered_model_version)

@@ -181,6 +181,11 @@ def test_best_model_is_registered_and_predicts(server_sweep, client, server):
         x = np.random.default_rng(0).random((4, 64), dtype=np.float32)
         probabilities = np.asarray(loaded.predict(x))
         assert probabilities.shape == (4, 10) and np.allclose(probabilities.sum(axis=1), 1, atol=1e-4)
+        # Pinned to what trained it (given, not inferred by re-loading the model in a subprocess).
+        requirements = Path(mlflow.pyfunc.get_model_dependencies("models:/srv/1")).read_text()
+        import tensorflow as tf
+
+        assert f"tensorflow=={tf.__version__}" in requirements.split()
         keras_model = mlflow.tensorflow.load_model("models:/srv/1")
         assert type(keras_model).__module__.startswith("tf_keras")
         assert np.allclose(keras_model.predict(x, verbose=0), probabilities, atol=1e-5)

@@ -153,6 +153,17 @@ def test_warm_start_from_a_previous_sweep(ray_session, tmp_path, monkeypatch):
     assert ranked[0]["params"] in rerun  # the previous best was trained again
 
 
+def test_max_trials_is_honoured_exactly(ray_session, tmp_path, monkeypatch):
+    # A 4-point grid capped at 3 trials: exactly 3 run, the first 3 points of the grid, all to the end.
+    monkeypatch.chdir(tmp_path)
+    config = tiny("capped", "grid", "fifo", max_trials=3)
+    result = hpo.tune(config, storage=tmp_path / "runs")
+    trials = result.summary["trials"]
+    assert len(trials) == 3 and all(t["status"] == "completed" for t in trials)
+    assert len({(t["params"]["units"], t["params"]["optimizer"]) for t in trials}) == 3
+    assert len(list((tmp_path / "runs" / "capped").glob("hpo_trial_*"))) == 3
+
+
 def test_time_budget_ends_the_sweep(ray_session, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config = tiny("budget", "random", "fifo", num_samples=40, time_budget_s=12)
