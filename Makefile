@@ -31,6 +31,7 @@ bench: install
 	$(BIN)/python benchmarks/overhead.py
 	$(BIN)/python benchmarks/scaling.py
 	$(BIN)/python benchmarks/search.py
+	$(BIN)/python benchmarks/data.py
 
 clean:
 	rm -rf $(VENV) hpo_runs mlflow.db

@@ -16,6 +16,9 @@ from hpo.data import path_to_url
 from tests.conftest import HPO, base_sweep
 
 pytestmark = pytest.mark.slow
+#: Partitioning is about data, studies and runs, not Horovod: one worker, one trial at a time, so each
+#: partition's two trials share one warm worker.
+PARTITION_TRIAL = {"workers": 1, "cpus_per_worker": 1, "max_epochs": 2, "batch_size_per_worker": 64}
 
 
 def test_one_sweep_per_region(tmp_path, write_sweep):
@@ -31,9 +34,9 @@ def test_one_sweep_per_region(tmp_path, write_sweep):
     sweep = base_sweep(
         name="demand",
         data={"train": path_to_url(tmp_path / "ds")},
-        search={"algorithm": "random", "num_samples": 2, "max_concurrent": 2, "seed": 1},
+        search={"algorithm": "random", "num_samples": 2, "max_concurrent": 1, "seed": 1},
         scheduler={"type": "fifo"},
-        trial={"workers": 2, "cpus_per_worker": 0.5, "max_epochs": 2, "batch_size_per_worker": 64},
+        trial=PARTITION_TRIAL,
     )
     proc = subprocess.run([HPO, "tune", str(write_sweep(sweep)), "--partition-by", "region",
                            "--storage", str(tmp_path / "runs")], cwd=tmp_path, capture_output=True, text=True,
@@ -70,9 +73,9 @@ def test_one_sweep_per_data_url(tmp_path, write_sweep):
     sweep = base_sweep(
         name="sales",
         data={"partitions": urls},
-        search={"algorithm": "optuna-tpe", "num_samples": 2, "max_concurrent": 2, "seed": 1},
+        search={"algorithm": "optuna-tpe", "num_samples": 2, "max_concurrent": 1, "seed": 1},
         scheduler={"type": "fifo"},
-        trial={"workers": 2, "cpus_per_worker": 0.5, "max_epochs": 2, "batch_size_per_worker": 64},
+        trial=PARTITION_TRIAL,
     )
     proc = subprocess.run([HPO, "tune", str(write_sweep(sweep)), "--storage", str(tmp_path / "runs")],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
