@@ -16,6 +16,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -51,7 +52,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--dim", type=int, default=784)
     parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=None, help="Where to write the dataset and cache (tmp).")
     args = parser.parse_args()
 
@@ -113,9 +114,15 @@ def main() -> None:
         out["epoch_s"]["petastorm_cached_mix1"] = fit_epochs(
             build_model(args.dim), stream(cache, mix_groups=1).dataset(), steps, args.epochs
         )
-        best = {k: min(v[1:] if len(v) > 1 else v) for k, v in out["epoch_s"].items()}
+        # Epoch 1 is left out (graph tracing; the cache fill). The machine's speed drifts (shared host), so
+        # both the best and the median of the later epochs are kept.
+        later = {k: v[1:] if len(v) > 1 else v for k, v in out["epoch_s"].items()}
+        best = {k: min(v) for k, v in later.items()}
+        median = {k: statistics.median(v) for k, v in later.items()}
         out["best_epoch_s"] = {k: round(v, 2) for k, v in best.items()}
+        out["median_epoch_s"] = {k: round(v, 2) for k, v in median.items()}
         out["ratio_to_in_memory"] = {k: round(v / best["in_memory"], 2) for k, v in best.items()}
+        out["median_ratio_to_in_memory"] = {k: round(v / median["in_memory"], 2) for k, v in median.items()}
         out["load_avg_end"] = os.getloadavg()
         out["epoch_s"] = {k: [round(t, 2) for t in v] for k, v in out["epoch_s"].items()}
     finally:
