@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml requirements/stack.txt requirements/dev.txt patches/horovod-0.28.1.patch scripts/install.sh scripts/install_horovod.sh
+$(STAMP): pyproject.toml requirements/stack.txt requirements/dev.txt patches/horovod-0.28.1.patch patches/petastorm-0.13.1.patch scripts/install.sh scripts/install_horovod.sh scripts/install_petastorm.sh
 	VENV=$(VENV) PYTHON=$(PYTHON) bash scripts/install.sh
 	touch $(STAMP)
 

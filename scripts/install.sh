@@ -16,6 +16,7 @@ $pip install --quiet --upgrade "pip>=24" wheel
 echo "installing the pinned stack (requirements/stack.txt)"
 $pip install --quiet -r requirements/stack.txt -r requirements/dev.txt
 $pip install --quiet --no-deps -e .
+VENV="$venv" bash scripts/install_petastorm.sh
 VENV="$venv" bash scripts/install_horovod.sh
 # Optuna's GPSampler (search.algorithm: optuna-gp) needs torch; torch 2.13 (CPU build) declares
 # setuptools>=77 while Petastorm 0.13.1 declares setuptools<70. Neither imports setuptools at run time,

@@ -9,8 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import fsspec.implementations.local
 import numpy as np
-import pyarrow.filesystem
 import pytest
 
 from hpo.data import DatasetInfo, ReaderCache, ShardStream, describe, path_to_url, write_dataset
@@ -76,41 +76,32 @@ def test_rows_are_mixed_across_row_groups(tmp_path):
     assert [len(set((c[2] // 10).tolist())) for c in plain._chunks(0)] == [1] * 12
 
 
-class CountingFS(pyarrow.filesystem.LocalFileSystem):
+class CountingFS(fsspec.implementations.local.LocalFileSystem):
     """Local files, counting bytes of reads that stay within the data pages (before the Parquet footer)."""
+
+    cachable = False  # fsspec hands out one cached instance per class and arguments otherwise
 
     def __init__(self) -> None:
         super().__init__()
         self.data_bytes = 0
 
-    def open(self, path, mode="rb"):
-        return _CountingFile(super().open(path, mode), self, path)
-
-
-class _CountingFile:
-    def __init__(self, f, fs: CountingFS, path: str) -> None:
-        self._f, self._fs = f, fs
+    def _open(self, path, mode="rb", **kwargs):
+        f = super()._open(path, mode, **kwargs)
         size = os.path.getsize(path)
         with open(path, "rb") as raw:
             raw.seek(size - 8)
-            footer_len = struct.unpack("<i", raw.read(4))[0]
-        self._footer_start = size - 8 - footer_len
+            footer_start = size - 8 - struct.unpack("<i", raw.read(4))[0]
+        read = f.read
 
-    def read(self, n=-1):
-        pos = self._f.tell()
-        data = self._f.read(n)
-        if pos + len(data) <= self._footer_start:  # a column chunk; footer reads run to the end of the file
-            self._fs.data_bytes += len(data)
-        return data
+        def counted(n=-1):
+            pos = f.tell()
+            data = read(n)
+            if pos + len(data) <= footer_start:  # a column chunk; footer reads run to the end of the file
+                self.data_bytes += len(data)
+            return data
 
-    def __getattr__(self, name):
-        return getattr(self._f, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self._f.close()
+        f.read = counted
+        return f
 
 
 def read_all(info: DatasetInfo, cache: ReaderCache | None, fs: CountingFS) -> list[np.ndarray]:
