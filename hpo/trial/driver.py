@@ -138,6 +138,8 @@ def _stream(
                 steps_per_epoch=hyper["steps_per_epoch"],
                 validation_steps=hyper["validation_steps"],
             )
+            # How far this report trails the workers' epoch end (a driver that cannot keep up shows here).
+            metrics["report_lag_s"] = time.time() - msg["time"]
             checkpoint = _save_checkpoint(msg)
             if msg["last"]:
                 # The scheduler may stop the trial at its final report (ASHA does at max_t): finish the
