@@ -1,8 +1,9 @@
 """How much training TPE + ASHA needs to match what random search + FIFO finds with its full budget.
 
 On the digits MLP (a cheap but real task), for each seed: random + FIFO runs ``--trials`` trials to
-``--epochs`` epochs each (the full budget) and finds its best validation accuracy B; TPE + ASHA runs the
-same number of trials, and we count the epochs it trained, in order, until one epoch reached B. The
+``--epochs`` epochs each (the full budget) and finds its best validation accuracy B; TPE + ASHA may start
+``--tpe-trials`` trials (ASHA stops most of them after an epoch or two, so the epochs, not the trials, are
+what is compared), and we count the epochs it trained, in order, until one epoch reached B. The
 ratio epochs-to-B / full budget is the figure (target ≤ 0.33). Trials run one at a time, so the order
 of epochs is exact. TPE gets its own seed (``SEED_OFFSET + s``) so its random start-up trials do not
 replay random search's draws, and models the space after ``--startup-trials`` random trials.
@@ -73,6 +74,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--tpe-trials", type=int, default=24,
+                        help="Trials TPE + ASHA may start (ASHA stops most early, so it needs more trials than "
+                             "random + FIFO for the same epochs; what is counted is epochs).")
     parser.add_argument("--startup-trials", type=int, default=4, help="TPE / GP random start-up trials")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "search.json"))
     args = parser.parse_args()
@@ -88,9 +92,9 @@ def main() -> None:
         storage = Path(scratch) / "runs"
         start_ray(num_cpus=os.cpu_count())
 
-        def run(name: str, algorithm: str, scheduler: str, seed: int) -> list[float]:
+        def run(name: str, algorithm: str, scheduler: str, seed: int, trials: int = args.trials) -> list[float]:
             config = hpo.SweepConfig.model_validate(
-                sweep(name, algorithm, scheduler, seed, args.trials, args.epochs, args.startup_trials)
+                sweep(name, algorithm, scheduler, seed, trials, args.epochs, args.startup_trials)
             )
             hpo.tune(config, storage=storage)
             return epochs_in_order(storage, name)
@@ -99,7 +103,7 @@ def main() -> None:
             baseline = run(f"random-fifo-{seed}", "random", "fifo", seed)
             target = max(baseline)
             # A different seed: TPE's random start-up must not replay random search's own draws.
-            tpe = run(f"tpe-asha-{seed}", "optuna-tpe", "asha", SEED_OFFSET + seed)
+            tpe = run(f"tpe-asha-{seed}", "optuna-tpe", "asha", SEED_OFFSET + seed, args.tpe_trials)
             reached = next((i + 1 for i, v in enumerate(tpe) if v >= target), None)
             per_seed.append({
                 "seed": seed, "random_fifo_best": target, "random_fifo_epochs": len(baseline),
@@ -120,7 +124,7 @@ def main() -> None:
         "benchmark": "search",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "task": "digits MLP, 2 Horovod workers, batch 32/worker",
-        "trials": args.trials, "max_epochs": args.epochs, "seeds": args.seeds,
+        "trials": args.trials, "tpe_trials": args.tpe_trials, "max_epochs": args.epochs, "seeds": args.seeds,
         "tpe_startup_trials": args.startup_trials, "tpe_seed_offset": SEED_OFFSET,
         "wall_s": round(time.time() - began, 1),
         "per_seed": per_seed,
