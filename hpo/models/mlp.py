@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hpo.models import output_layer
+
 
 def build(params: dict[str, Any], input_shape: tuple[int, ...], num_classes: int | None) -> Any:
     """Builds an uncompiled Keras 2 MLP.
@@ -30,8 +32,4 @@ def build(params: dict[str, Any], input_shape: tuple[int, ...], num_classes: int
         x = keras.layers.Dense(units, activation=activation)(x)
         if dropout > 0:
             x = keras.layers.Dropout(dropout)(x)
-    if num_classes:
-        outputs = keras.layers.Dense(num_classes, activation="softmax")(x)
-    else:
-        outputs = keras.layers.Dense(1)(x)
-    return keras.Model(inputs, outputs)
+    return keras.Model(inputs, output_layer(keras, x, num_classes))
