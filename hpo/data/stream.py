@@ -20,6 +20,9 @@ from hpo.errors import ConfigError
 Chunk = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
 #: Rows are shuffled together across row groups up to this many bytes of features (memory bound).
 MIX_BYTES = 128 * 2**20
+#: Bytes of ready batches tf.data keeps ahead of training (prefetch buffer), within the bounds below.
+PREFETCH_BYTES = 64 * 2**20
+PREFETCH_BATCHES = (2, 64)
 #: diskcache shards of Petastorm's LocalDiskCache (its default).
 _CACHE_SHARDS = 6
 
@@ -268,7 +271,18 @@ class ShardStream:
             return tf.data.Dataset.from_tensor_slices((batches_x, tf.reshape(y, [-1, size])))
 
         stream = tf.data.Dataset.from_generator(blocks, output_signature=signature)
-        return stream.flat_map(split).repeat().prefetch(tf.data.AUTOTUNE)
+        # A fixed prefetch buffer and no tf.data autotuning: the autotuner's background thread sleeps up
+        # to a minute between rounds and deleting the iterator (the end of ``fit``) waits for it, which
+        # cost ~35 s at the end of every trial of a minute or more.
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        return stream.flat_map(split).repeat().prefetch(self.prefetch_batches()).with_options(options)
+
+    def prefetch_batches(self) -> int:
+        """Batches prefetched: about :data:`PREFETCH_BYTES` of features, within :data:`PREFETCH_BATCHES`."""
+        batch_bytes = 4 * self.info.feature_dim * -(-self.expected_rows // self.steps)  # float32 features
+        low, high = PREFETCH_BATCHES
+        return int(min(high, max(low, PREFETCH_BYTES // max(1, batch_bytes))))
 
 
 def _take(pending: list[Chunk], n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -143,3 +145,21 @@ def test_tf_dataset_yields_the_shard(tmp_path):
     stream = ShardStream(info, features="features", label="label", rank=1, size=2, steps=steps)
     rows = sum(int(x.shape[0]) for x, _ in stream.dataset().take(steps))
     assert rows == info.shard_rows(1, 2)
+
+
+def test_tf_dataset_prefetches_a_fixed_buffer_without_autotuning(tmp_path):
+    """tf.data's autotuner makes deleting a long-used iterator (the end of ``fit``) wait up to a minute."""
+    import hpo._env  # noqa: F401
+    from hpo.data.stream import PREFETCH_BATCHES
+
+    train_url, _ = builtin_digits(tmp_path, 0.2)
+    info = describe(train_url)  # 64 features: 256 B a row
+    stream = ShardStream(info, features="features", label="label", rank=0, size=1, steps=info.steps(64, 1))
+    assert stream.dataset().options().autotune.enabled is False
+    assert stream.prefetch_batches() == PREFETCH_BATCHES[1]  # 16 KiB batches: capped
+    huge = replace(info, feature_dim=224 * 224 * 3, feature_shape=(224, 224, 3))
+    wide = ShardStream(huge, features="features", label="label", rank=0, size=1, steps=huge.steps(256, 1))
+    assert wide.prefetch_batches() == PREFETCH_BATCHES[0]  # 150 MiB batches: the floor
+    mid = ShardStream(huge, features="features", label="label", rank=0, size=1, steps=huge.num_rows // 2)
+    batch_bytes = max(mid.batch_sizes()) * 4 * 224 * 224 * 3  # 2 or 3 rows
+    assert PREFETCH_BATCHES[0] < mid.prefetch_batches() == 64 * 2**20 // batch_bytes < PREFETCH_BATCHES[1]
