@@ -12,7 +12,7 @@ Writes ``benchmarks/results/scaling.json``:
   / (sweep wall × concurrent slots) (target ≥ 0.90), with where the rest went (before the first epoch,
   between trials, after the last).
 
-Measures only; never asserts on time. Takes about 15 minutes on 2 cores.
+Measures only; never asserts on time. Takes about 12 minutes on 2 cores.
 """
 
 from __future__ import annotations
