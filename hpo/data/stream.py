@@ -280,9 +280,9 @@ class ShardStream:
 
     def prefetch_batches(self) -> int:
         """Batches prefetched: about :data:`PREFETCH_BYTES` of features, within :data:`PREFETCH_BATCHES`."""
-        batch_bytes = 4 * self.info.feature_dim * -(-self.expected_rows // self.steps)  # float32 features
+        batch_bytes = 4 * self.info.feature_dim * max(self.batch_sizes())  # float32 features
         low, high = PREFETCH_BATCHES
-        return int(min(high, max(low, PREFETCH_BYTES // max(1, batch_bytes))))
+        return min(high, max(low, PREFETCH_BYTES // batch_bytes))
 
 
 def _take(pending: list[Chunk], n: int) -> tuple[np.ndarray, np.ndarray]:
