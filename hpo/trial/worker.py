@@ -18,6 +18,11 @@ from typing import Any
 from hpo.config import REPEAT_KEY
 from hpo.trial.spec import TRAINER_PARAMS, TrialSpec, resolve_model
 
+#: Horovod's background cycle (ms) unless HOROVOD_CYCLE_TIME is set: its 1 ms default has every rank's
+#: background thread coordinate 1000 times a second, CPU the training threads need on a CPU node (two
+#: 1-CPU ranks of a small CNN: 18.5 s per epoch at 1 ms, 16.5 s at 5 ms; without allreduce 12.7-14.5 s at
+#: 1 ms, 11.0-11.7 s at 50 ms).
+CYCLE_TIME_MS = 5
 #: Ranks agree on "stop now?" (a tiny broadcast) about this many times per epoch, and at every epoch end.
 STOP_CHECKS_PER_EPOCH = 10
 
@@ -36,14 +41,13 @@ def gpu_for_rank(local_rank: int, visible_gpus: int) -> int | None:
 def tf_threads(cpus_per_worker: float) -> tuple[int, int]:
     """TensorFlow's (intra-op, inter-op) thread counts for a worker with ``cpus_per_worker`` CPUs.
 
-    One intra-op thread per reserved CPU, so co-located workers do not oversubscribe the node, and one
-    inter-op thread more: with as many inter-op threads as CPUs, a 1-CPU worker fed by
-    :meth:`~hpo.data.ShardStream.dataset` ran each epoch ~40 % longer than with one more (small CNN,
-    12k rows: 28.6 s vs 20.0 s, the same as from in-memory arrays), although the pipeline alone reads an
-    epoch in 0.4 s (the pipeline and the training step share the inter-op pool).
+    As many of each as reserved CPUs (at least one), so a worker computes on no more cores than Ray gave
+    it and co-located workers do not oversubscribe the node. (One inter-op thread more made a 1-CPU
+    worker compute on two cores: a small CNN ran 17.3 s per epoch instead of 21.0 s alone, and two such
+    workers fought over the cores.)
     """
-    intra = max(1, int(cpus_per_worker))
-    return intra, intra + 1
+    threads = max(1, int(cpus_per_worker))
+    return threads, threads
 
 
 def _pin_devices(tf: Any, local_rank: int, gpus_per_worker: float) -> None:
@@ -193,6 +197,7 @@ def run_worker(
 
     keras = tf.keras
     if not hvd.is_initialized():
+        os.environ.setdefault("HOROVOD_CYCLE_TIME", str(CYCLE_TIME_MS))
         hvd.init()
         intra, inter = tf_threads(spec.cpus_per_worker)
         tf.config.threading.set_intra_op_parallelism_threads(intra)

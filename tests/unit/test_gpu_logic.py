@@ -18,8 +18,8 @@ def test_each_local_rank_takes_its_own_gpu(local_rank, visible, expected):
     assert gpu_for_rank(local_rank, visible) == expected
 
 
-@pytest.mark.parametrize(("cpus", "expected"), [(0.5, (1, 2)), (1, (1, 2)), (2, (2, 3)), (3.5, (3, 4))])
-def test_worker_threads_follow_reserved_cpus_with_one_spare_inter_op_thread(cpus, expected):
+@pytest.mark.parametrize(("cpus", "expected"), [(0.5, (1, 1)), (1, (1, 1)), (2, (2, 2)), (3.5, (3, 3))])
+def test_worker_threads_follow_reserved_cpus(cpus, expected):
     assert tf_threads(cpus) == expected
 
 
