@@ -19,7 +19,7 @@ demo: install
 	$(BIN)/hpo tune search_spaces/digits_mlp.yaml
 
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow and not gpu and not cluster"
