@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import hashlib
 import json
 import zlib
@@ -32,6 +32,17 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 MMAP_THRESHOLD_BYTES = 32 * 2**20  # glibc's own ceiling for its dynamic threshold (64-bit)
 
 
+@functools.cache
+def _mallopt() -> Any:
+    """The C library's ``mallopt``, or None where there is none."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt  # the process's own symbols: libc is loaded already
+    except (OSError, AttributeError):
+        return None
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return mallopt
+
+
 def restore_malloc_thresholds() -> bool:
     """Undoes the 128 KiB mmap threshold TensorFlow's ``from_generator`` pins for the whole process.
 
@@ -43,12 +54,9 @@ def restore_malloc_thresholds() -> bool:
     threshold where glibc's dynamic rule would have taken it, and the trim threshold to twice that, as
     that rule does. A no-op (False) where the C library has no ``mallopt`` (not glibc).
     """
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    mallopt = _mallopt()
+    if mallopt is None:
         return False
-    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
         mallopt(_M_TRIM_THRESHOLD, 2 * MMAP_THRESHOLD_BYTES)
     )
