@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 from dataclasses import replace
 
 import numpy as np
@@ -165,7 +166,6 @@ def test_tf_dataset_prefetches_a_fixed_buffer_without_autotuning(tmp_path):
     assert PREFETCH_BATCHES[0] < mid.prefetch_batches() == 64 * 2**20 // batch_bytes < PREFETCH_BATCHES[1]
 
 
-
 _MMAP_PROBE = """
 import resource, sys
 import numpy as np
@@ -189,7 +189,7 @@ print(pinned, faults())
 """
 
 
-@pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="glibc's mallopt only")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt only")
 def test_tf_dataset_undoes_the_mmap_threshold_from_generator_pins(tmp_path):
     """TF's first ``from_generator`` kernel makes glibc mmap (and zero) every buffer over 128 KiB, for the
     rest of the process; starting a stream's iterator undoes that. In a fresh process: TF does it once."""
