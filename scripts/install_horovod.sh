@@ -9,6 +9,8 @@ patch_file=$root/patches/horovod-0.28.1.patch
 cache=${HPO_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hpo/wheels}
 key=$(sha256sum "$patch_file" | cut -c1-12)
 wheel_dir=$cache/horovod-0.28.1-$key
+# Which patch the venv's Horovod was built with: a changed patch means a rebuild, not "already installed".
+marker=$venv/.horovod-patch-$key
 
 check() {
   TF_USE_LEGACY_KERAS=1 TF_CPP_MIN_LOG_LEVEL=3 "$py" -c \
@@ -16,7 +18,7 @@ check() {
     >/dev/null 2>&1
 }
 
-if check; then
+if [[ -f $marker ]] && check; then
   echo "horovod 0.28.1 (patched) already installed"
   exit 0
 fi
@@ -42,4 +44,6 @@ fi
 # Horovod's own runtime requirements (installed --no-deps above so pip leaves the pinned stack alone).
 "$py" -m pip install --quiet "cloudpickle" "psutil" "pyyaml" "packaging"
 check || { echo "horovod installed but 'import horovod.tensorflow.keras' fails" >&2; exit 1; }
+rm -f "$venv"/.horovod-patch-*
+touch "$marker"
 echo "horovod 0.28.1 (patched) installed"

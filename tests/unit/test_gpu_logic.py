@@ -6,7 +6,7 @@ import pytest
 
 from hpo.config import parse_sweep
 from hpo.trial.driver import placement
-from hpo.trial.worker import gpu_for_rank, tf_threads
+from hpo.trial.worker import CPU_ALLREDUCE_GROUPS, allreduce_groups, gpu_for_rank, tf_threads
 from tests.conftest import base_sweep
 
 
@@ -21,6 +21,12 @@ def test_each_local_rank_takes_its_own_gpu(local_rank, visible, expected):
 @pytest.mark.parametrize(("cpus", "expected"), [(0.5, (1, 1)), (1, (1, 1)), (2, (2, 2)), (3.5, (3, 3))])
 def test_worker_threads_follow_reserved_cpus(cpus, expected):
     assert tf_threads(cpus) == expected
+
+
+def test_cpu_ranks_send_a_step_s_gradients_as_one_group_gpu_ranks_keep_horovods_default():
+    assert CPU_ALLREDUCE_GROUPS == 1
+    assert allreduce_groups(0) == 1
+    assert allreduce_groups(0.5) == 0 and allreduce_groups(1) == 0
 
 
 def spec_for(**trial):
