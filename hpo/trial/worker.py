@@ -95,13 +95,29 @@ def _callbacks(
                 self.best_weights = resume.get("best_weights") or resume["weights"]
 
     class SyncedStop(keras.callbacks.Callback):
-        """Stops every rank at the same batch when the driver asks (rank 0 reads, then broadcasts)."""
+        """Stops every rank at the same batch when the driver asks (rank 0 reads, then broadcasts).
+
+        Rank 0 asks the driver one check ahead: each check reads the answer to the question sent at the
+        previous one (long arrived by then) and sends the next, so no rank waits for a round trip to the
+        channel actor mid-epoch. A stop takes effect at most one check later; epoch ends ask and wait.
+        """
 
         requested = False
+        pending: Any = None
 
-        def _check(self, name: str) -> None:
-            wanted = bool(ray.get(channel.should_stop.remote())) if rank == 0 else False
-            if broadcast_object(wanted, root_rank=0, name=name):
+        def _wanted(self, wait: bool) -> bool:
+            if rank != 0:
+                return False
+            if self.pending is None or wait:
+                self.pending = channel.should_stop.remote()
+            ready, _ = ray.wait([self.pending], timeout=None if wait else 0)
+            if not ready:
+                return False
+            answer, self.pending = bool(ray.get(self.pending)), channel.should_stop.remote()
+            return answer
+
+        def _check(self, name: str, wait: bool) -> None:
+            if broadcast_object(self._wanted(wait), root_rank=0, name=name):
                 self.requested = True
                 self.model.stop_training = True
 
@@ -109,10 +125,10 @@ def _callbacks(
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             if (batch + 1) % self.every == 0:
-                self._check("hpo.stop.batch")
+                self._check("hpo.stop.batch", wait=False)
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-            self._check("hpo.stop.epoch")
+            self._check("hpo.stop.epoch", wait=True)
 
     class EpochStream(keras.callbacks.Callback):
         """Rank 0: sends averaged epoch metrics plus a checkpoint (weights in the object store)."""
