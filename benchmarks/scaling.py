@@ -2,10 +2,10 @@
 
 Writes ``benchmarks/results/scaling.json``:
 
-- ``scaling``: median epoch time of a compute-bound model (``hpo.models.cnn``, 2 blocks of 16/32 filters, on
-  synthetic 28×28 images) with 1 worker × 1 CPU, 2 workers × 1 CPU (same per-worker batch, so the same
-  work per epoch split in two), and 1 worker × 2 CPUs for reference; ``speedup`` = 1×1 / 2×1 (target ≥ 1.7
-  on 2 cores).
+- ``scaling``: median epoch time (epochs 2-4) of a compute-bound model (``hpo.models.cnn``, 2 blocks of
+  16/32 filters, on synthetic 28×28 images) with 1 worker × 1 CPU, 2 workers × 1 CPU (same per-worker batch,
+  so the same work per epoch split in two), and 1 worker × 2 CPUs for reference, for each per-worker batch
+  in ``--batches``; ``speedup`` = 1×1 / 2×1 (target ≥ 1.7 on 2 cores).
 - ``startup``: trial start → first epoch, for the cold first trial and the warm ones after it (target
   warm ≤ 2 s).
 - ``efficiency``: a FIFO sweep of ~30–50 s trials (3×512 MLP), one at a time: sum of in-trial training time
@@ -73,7 +73,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=24_000, help="Rows of the MLP dataset.")
     parser.add_argument("--image-rows", type=int, default=12_000, help="Rows of the CNN (scaling) dataset.")
-    parser.add_argument("--batch", type=int, default=64, help="Per-worker batch of the scaling runs.")
+    parser.add_argument("--batches", default="64,128",
+                        help="Per-worker batches of the scaling runs, comma-separated (one set of runs each).")
     parser.add_argument("--trials", type=int, default=6, help="Trials of the efficiency sweep.")
     parser.add_argument("--parts", default="scaling,startup,efficiency", help="Comma-separated parts to run.")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "scaling.json"))
@@ -108,15 +109,17 @@ def main() -> None:
         storage = work / "runs"
 
         parts = set(args.parts.split(","))
-        scaling = {}
-        for label, workers, cpus in (("1x1", 1, 1), ("2x1", 2, 1), ("1x2", 1, 2)) if "scaling" in parts else ():
-            _, hist = _run(_sweep(f"scale-{label}", img_train, img_val, workers=workers, cpus=cpus, epochs=3,
-                                  samples=1, model="cnn", space=_cnn(16, 2), batch=args.batch), storage)
-            later = [float(v) for h in hist for v in h["epoch_time_s"].iloc[1:]]
-            scaling[label] = {"epoch_s_median": round(statistics.median(later), 3), "epochs": later}
+        scaling: dict[str, Any] = {}
+        for batch in [int(b) for b in args.batches.split(",")] if "scaling" in parts else ():
+            runs: dict[str, Any] = {"batch_size_per_worker": batch}
+            for label, workers, cpus in (("1x1", 1, 1), ("2x1", 2, 1), ("1x2", 1, 2)):
+                _, hist = _run(_sweep(f"scale-{batch}-{label}", img_train, img_val, workers=workers, cpus=cpus,
+                                      epochs=4, samples=1, model="cnn", space=_cnn(16, 2), batch=batch), storage)
+                later = [float(v) for h in hist for v in h["epoch_time_s"].iloc[1:]]
+                runs[label] = {"epoch_s_median": round(statistics.median(later), 3), "epochs": later}
+            runs["speedup_2x1_vs_1x1"] = round(runs["1x1"]["epoch_s_median"] / runs["2x1"]["epoch_s_median"], 3)
+            scaling[f"batch_{batch}"] = runs
         if scaling:
-            speedup = scaling["1x1"]["epoch_s_median"] / scaling["2x1"]["epoch_s_median"]
-            scaling["speedup_2x1_vs_1x1"] = round(speedup, 3)
             report["scaling"] = scaling
 
         if "startup" in parts:
