@@ -8,11 +8,11 @@ Writes ``benchmarks/results/scaling.json``:
   in ``--batches``; ``speedup`` = 1×1 / 2×1 (target ≥ 1.7 on 2 cores).
 - ``startup``: trial start → first epoch, for the cold first trial and the warm ones after it (target
   warm ≤ 2 s).
-- ``efficiency``: a FIFO sweep of ~30–50 s trials (3×512 MLP), one at a time: sum of in-trial training time
-  / (sweep wall × concurrent slots) (target ≥ 0.90), with where the rest went (before the first epoch,
-  between trials, after the last).
+- ``efficiency``: a FIFO sweep of six trials (3×512 MLP; 13–50 s each, depending on the CPU), one at a time:
+  sum of in-trial training time / (sweep wall × concurrent slots) (target ≥ 0.90), with where the rest went
+  (before the first epoch, between trials, after the last).
 
-Measures only; never asserts on time. Takes about 12 minutes on 2 cores.
+Measures only; never asserts on time. Takes 5–15 minutes on 2 cores (5 on 2026-11-24's CPU).
 """
 
 from __future__ import annotations

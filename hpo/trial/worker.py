@@ -18,10 +18,11 @@ from typing import Any
 from hpo.config import REPEAT_KEY
 from hpo.trial.spec import TRAINER_PARAMS, TrialSpec, resolve_model
 
-#: Horovod's background cycle (ms) unless HOROVOD_CYCLE_TIME is set: its 1 ms default has every rank's
-#: background thread coordinate 1000 times a second, CPU the training threads need on a CPU node (two
-#: 1-CPU ranks of a small CNN: 18.5 s per epoch at 1 ms, 16.5 s at 5 ms; without allreduce 12.7-14.5 s at
-#: 1 ms, 11.0-11.7 s at 50 ms).
+#: Horovod's idle cycle (ms) unless HOROVOD_CYCLE_TIME is set. With hpo's Horovod patch a submitted tensor
+#: starts a cycle at once, so this is only how often idle ranks coordinate, not a collective's latency.
+#: Stock Horovod's 1 ms default had every rank's background thread coordinate 1000 times a second, CPU
+#: the training threads need on a CPU node (measured before the patch, two 1-CPU ranks of a small CNN:
+#: 18.5 s per epoch at 1 ms, 16.5 s at 5 ms).
 CYCLE_TIME_MS = 5
 #: Gradient allreduce groups on CPU workers: one group, i.e. every gradient of a step goes to Horovod in a
 #: single fused allreduce once the backward pass is done. Horovod's default (one allreduce per gradient as
