@@ -8,6 +8,7 @@ expansion. ``search.repeats`` wraps the searcher in Tune's ``Repeater``: each sa
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,13 @@ from ray.tune.schedulers import (
     TrialScheduler,
 )
 from ray.tune.search import BasicVariantGenerator, Repeater
+from ray.tune.search.optuna import OptunaSearch
 
 from hpo.config import SweepConfig
 from hpo.space import define_by_run
 from hpo.warmstart import Mode, seed_study
+
+logger = logging.getLogger(__name__)
 
 #: Tune's iteration counter; one iteration is one epoch of a trial.
 TIME_ATTR = "training_iteration"
@@ -66,7 +70,6 @@ def build_searcher(
     if config.search.algorithm == "grid":
         return CappedGrid(config.search.max_trials, random_state=config.search.seed)
     import optuna
-    from ray.tune.search.optuna import OptunaSearch
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -78,7 +81,7 @@ def build_searcher(
             pass
         if warm_points:
             seed_study(study_url(sweep_dir), config, warm_points, warm_mode)
-    searcher = OptunaSearch(
+    searcher = DurableOptunaSearch(
         space=define_by_run(config),
         metric=config.objective.metric,
         mode=config.objective.mode,
@@ -89,6 +92,27 @@ def build_searcher(
     if config.search.repeats > 1:
         return Repeater(searcher, repeat=config.search.repeats, set_index=True)
     return searcher
+
+
+class DurableOptunaSearch(OptunaSearch):
+    """Tune's ``OptunaSearch`` for a study kept in a database that outlives Tune's own experiment state.
+
+    Tune saves its experiment state (searcher included) every few seconds; the Optuna study is written at
+    once. A sweep killed in between resumes with trials that Tune re-runs from their last checkpoint but
+    that the study has already finished. Their repeated results and completions are logged and ignored
+    (the study keeps the value it was told first) instead of stopping the sweep with Optuna's
+    ``UpdateFinishedTrialError``.
+    """
+
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        """Reports an intermediate value, unless the study already finished this trial."""
+        from optuna.exceptions import UpdateFinishedTrialError
+
+        try:
+            super().on_trial_result(trial_id, result)
+        except UpdateFinishedTrialError:
+            logger.info("trial %s finished in the study before the sweep was resumed; result not re-told", trial_id)
+            self._completed_trials.add(trial_id)
 
 
 class CappedGrid(BasicVariantGenerator):

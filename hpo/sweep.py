@@ -341,7 +341,7 @@ def run_sweep(
         results = tuner.fit()
         failed = False
     except Exception as exc:
-        raise SweepAborted(f"sweep '{config.name}' stopped: {exc}") from exc
+        raise SweepAborted(f"sweep '{config.name}' stopped: {failure_line(exc)}") from exc
     finally:
         if failed:
             outbox.log("sweep", tags={"hpo.status": "failed"})
@@ -389,6 +389,17 @@ def run_sweep(
         summary_path=summary_path,
         summary=summary,
     )
+
+
+def failure_line(exc: BaseException) -> str:
+    """The line that says what went wrong: the last line of the innermost cause (Tune wraps tracebacks)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if "Traceback (most recent call last)" in text and not lines[-1].startswith("Traceback"):
+        return lines[-1]  # already "SomeError: message"
+    return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
 
 
 def _shutdown_ray() -> None:

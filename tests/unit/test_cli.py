@@ -80,3 +80,22 @@ def test_data_convert_missing_label(tmp_path):
 def test_report_of_unknown_sweep(tmp_path):
     line = one_line_error(run("report", "nosuch", cwd=tmp_path))
     assert "no summary for sweep 'nosuch'; run 'hpo tune' first" in line
+
+
+def test_a_stopped_sweep_names_the_error_not_the_traceback_header():
+    import traceback
+
+    from ray.tune import TuneError
+
+    from hpo.sweep import failure_line
+
+    try:
+        raise ValueError("Trial#2 has already finished and can not be updated.")
+    except ValueError:
+        wrapped = TuneError(traceback.format_exc())  # how Tune's controller re-raises a searcher's error
+    assert failure_line(wrapped) == "ValueError: Trial#2 has already finished and can not be updated."
+    try:
+        raise RuntimeError("outer") from KeyError("inner")
+    except RuntimeError as exc:
+        assert failure_line(exc) == "KeyError: 'inner'"
+    assert failure_line(OSError()) == "OSError"

@@ -66,3 +66,28 @@ def test_capped_grid_hands_out_at_most_max_trials():
     assert {(t["units"], t["optimizer"]) for t in every} == {(8, "adam"), (8, "sgd"), (16, "adam"), (16, "sgd")}
     capped, finished = handed_out(3)
     assert capped == every[:3] and finished
+
+
+def test_resumed_searcher_ignores_results_of_trials_the_study_already_finished(tmp_path):
+    """A sweep killed between Tune's state save and the study's write resumes instead of stopping."""
+    import optuna
+
+    from hpo.search import build_searcher
+
+    config = sweep(algorithm="optuna-tpe", seed=3)
+    searcher = build_searcher(config, tmp_path)
+    assert searcher.suggest("t1") is not None
+    searcher.on_trial_result("t1", {"val_accuracy": 0.5, "training_iteration": 1})
+    searcher.save(str(tmp_path / "searcher.pkl"))  # Tune's last experiment-state save before the kill
+    searcher.on_trial_complete("t1", {"val_accuracy": 0.6, "training_iteration": 2})  # written to optuna.db
+
+    resumed = build_searcher(config, tmp_path, resume=True)
+    resumed.restore(str(tmp_path / "searcher.pkl"))
+    resumed.on_trial_result("t1", {"val_accuracy": 0.55, "training_iteration": 2})  # Tune re-runs t1
+    resumed.on_trial_complete("t1", {"val_accuracy": 0.61, "training_iteration": 2})
+    assert resumed.suggest("t2") is not None  # the sweep goes on
+
+    study = optuna.load_study(study_name=config.name, storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    first = study.trials[0]
+    assert first.state == optuna.trial.TrialState.COMPLETE and first.value == 0.6  # told once, not changed
+    assert first.intermediate_values == {1: 0.5}
