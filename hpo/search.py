@@ -148,8 +148,28 @@ def _asha(config: SweepConfig) -> TrialScheduler:
     )
 
 
+class FinishingHyperBand(HyperBandScheduler):
+    """Tune's ``HyperBandScheduler`` that stops a trial at ``max_t`` instead of pausing it.
+
+    Stock HyperBand pauses a trial that reaches the top rung while another trial of its bracket is still
+    training, and stops it when the bracket finishes. If the bracket finishes while that trial's pause is
+    still saving its checkpoint (every epoch reports one here), the stop misses it (``cleanup_full`` only
+    stops trials already PAUSED), it is paused afterwards, and nothing ever resumes or stops it: the sweep
+    waits forever. A trial at ``max_t`` has no work left, so it is stopped and leaves the bracket at once.
+    """
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
+        """HyperBand's decision, with PAUSE at ``max_t`` turned into STOP."""
+        action = super().on_trial_result(tune_controller, trial, result)
+        if action == TrialScheduler.PAUSE and result.get(self._time_attr, 0) >= self._max_t_attr:
+            bracket, _ = self._trial_info[trial]
+            bracket.cleanup_trial(trial)
+            return TrialScheduler.STOP
+        return action
+
+
 def _hyperband(config: SweepConfig) -> TrialScheduler:
-    return HyperBandScheduler(
+    return FinishingHyperBand(
         time_attr=TIME_ATTR,
         max_t=config.trial.max_epochs,
         reduction_factor=config.scheduler.reduction_factor,
