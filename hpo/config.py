@@ -19,6 +19,9 @@ _MODEL_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 #: Config key Tune's Repeater sets on each trial: its repeat index (0..repeats-1).
 REPEAT_KEY = "__trial_index__"
+#: Result key every epoch report carries: True on a trial's last epoch (max_epochs or patience), so a trial
+#: that ended without it was stopped by the scheduler.
+FINISHED_KEY = "trial_finished"
 _URL_SCHEMES = ("file://", "s3://", "gs://", "gcs://", "hdfs://", "builtin:")
 
 

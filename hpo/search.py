@@ -9,6 +9,7 @@ expansion. ``search.repeats`` wraps the searcher in Tune's ``Repeater``: each sa
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from ray.tune.schedulers import (
 from ray.tune.search import BasicVariantGenerator, Repeater
 from ray.tune.search.optuna import OptunaSearch
 
-from hpo.config import SweepConfig
+from hpo.config import FINISHED_KEY, SweepConfig
 from hpo.space import define_by_run
 from hpo.warmstart import Mode, seed_study
 
@@ -95,7 +96,13 @@ def build_searcher(
 
 
 class DurableOptunaSearch(OptunaSearch):
-    """Tune's ``OptunaSearch`` for a study kept in a database that outlives Tune's own experiment state.
+    """Tune's ``OptunaSearch``, telling scheduler stops as Optuna prunes, for a study that outlives Tune's state.
+
+    A trial the scheduler stopped is told as PRUNED, with every epoch's value as an intermediate value (the
+    last one becomes the trial's value, as Optuna does for its own pruners). Ray's ``OptunaSearch`` tells
+    it COMPLETE, so TPE ranked an epoch-1 accuracy of a trial ASHA cut against the final accuracy of trials
+    that trained to ``max_epochs``; as PRUNED, TPE ranks finished trials first, then stopped ones by how far
+    they got and their last value. Trials that finished (or repeats' means) are told COMPLETE as before.
 
     Tune saves its experiment state (searcher included) every few seconds; the Optuna study is written at
     once. A sweep killed in between resumes with trials that Tune re-runs from their last checkpoint but
@@ -113,6 +120,26 @@ class DurableOptunaSearch(OptunaSearch):
         except UpdateFinishedTrialError:
             logger.info("trial %s finished in the study before the sweep was resumed; result not re-told", trial_id)
             self._completed_trials.add(trial_id)
+
+    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
+        """Tells the study how the trial ended: PRUNED if the scheduler stopped it, else as Ray does."""
+        stopped = bool(result) and not error and result.get(FINISHED_KEY) is False
+        value = (result or {}).get(self.metric)
+        step = (result or {}).get(TIME_ATTR)
+        if not stopped or value is None or step is None or trial_id in self._completed_trials:
+            super().on_trial_complete(trial_id, result=result, error=error)
+            return
+        import optuna
+
+        trial = self._ot_trials[trial_id]
+        try:
+            with warnings.catch_warnings():  # Optuna warns (and ignores it) if the step was reported already
+                warnings.simplefilter("ignore")
+                trial.report(value, step)  # the result that made the scheduler stop it is not reported yet
+            self._ot_study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        except (optuna.exceptions.UpdateFinishedTrialError, ValueError, RuntimeError) as exc:
+            logger.info("trial %s not told as pruned: %s", trial_id, exc)  # e.g. finished before a resume
+        self._completed_trials.add(trial_id)
 
 
 class CappedGrid(BasicVariantGenerator):

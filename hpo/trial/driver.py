@@ -25,6 +25,7 @@ import numpy as np
 import ray
 from ray import tune
 
+from hpo.config import FINISHED_KEY
 from hpo.errors import TrialFailed
 from hpo.trial import backend as backends
 from hpo.trial.spec import TrialSpec
@@ -125,10 +126,10 @@ def _stream(
                 first_epoch_at = msg["time"]
                 continue
             metrics = dict(msg["metrics"])
+            metrics[FINISHED_KEY] = bool(msg["last"])
             metrics.update(
                 epoch=msg["epoch"],
                 epoch_time_s=msg["epoch_time_s"],
-                trial_finished=bool(msg["last"]),
                 stopped_by_patience=bool(msg["stopped_by_patience"]),
                 startup_s=(first_epoch_at - started) if first_epoch_at else None,
                 warm_start=warm,

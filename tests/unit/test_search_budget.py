@@ -91,3 +91,26 @@ def test_resumed_searcher_ignores_results_of_trials_the_study_already_finished(t
     first = study.trials[0]
     assert first.state == optuna.trial.TrialState.COMPLETE and first.value == 0.6  # told once, not changed
     assert first.intermediate_values == {1: 0.5}
+
+
+def test_scheduler_stops_are_told_as_optuna_prunes_with_their_last_value(tmp_path):
+    import optuna
+
+    from hpo.search import build_searcher
+
+    config = sweep(algorithm="optuna-tpe", seed=4)
+    searcher = build_searcher(config, tmp_path)
+    for trial_id in ("cut", "done", "failed"):
+        assert searcher.suggest(trial_id) is not None
+        searcher.on_trial_result(trial_id, {"val_accuracy": 0.4, "training_iteration": 1})
+    # ASHA stops "cut" at its second epoch: Tune hands that result to on_trial_complete only.
+    searcher.on_trial_complete("cut", {"val_accuracy": 0.5, "training_iteration": 2, "trial_finished": False})
+    searcher.on_trial_complete("done", {"val_accuracy": 0.9, "training_iteration": 2, "trial_finished": True})
+    searcher.on_trial_complete("failed", None, error=True)
+
+    study = optuna.load_study(study_name=config.name, storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    cut, done, failed = study.trials
+    assert cut.state == optuna.trial.TrialState.PRUNED and cut.value == 0.5
+    assert cut.intermediate_values == {1: 0.4, 2: 0.5}
+    assert done.state == optuna.trial.TrialState.COMPLETE and done.value == 0.9
+    assert failed.state == optuna.trial.TrialState.FAIL
