@@ -194,6 +194,8 @@ class TrialConfig(_Model):
     learning_rate: float = Field(default=1e-3, gt=0)
     reference_batch_size: int | None = Field(default=None, ge=1)
     max_failures: int = Field(default=1, ge=0)
+    #: CPU workers with whole CPUs claim that many free cores of their node and run only on them.
+    pin_cpus: bool = True
 
     @field_validator("gpus_per_worker")
     @classmethod

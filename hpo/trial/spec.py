@@ -109,6 +109,7 @@ class TrialSpec:
     patience: int
     min_delta: float
     seed: int = 0
+    pin_cpus: bool = True
     sys_path: tuple[str, ...] = field(default_factory=tuple)
     cache: ReaderCache | None = None
 
@@ -139,6 +140,7 @@ class TrialSpec:
             patience=t.early_stopping.patience,
             min_delta=t.early_stopping.min_delta,
             seed=config.search.seed or 0,
+            pin_cpus=t.pin_cpus,
             sys_path=tuple(p for p in sys.path if p),
             cache=reader_cache(config),
         )

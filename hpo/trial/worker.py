@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hpo.config import REPEAT_KEY
+from hpo.trial.affinity import worker_claim
 from hpo.trial.spec import TRAINER_PARAMS, TrialSpec, resolve_model
 
 #: Horovod's idle cycle (ms) unless HOROVOD_CYCLE_TIME is set. With hpo's Horovod patch a submitted tensor
@@ -131,6 +132,12 @@ def _callbacks(
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             self._check("hpo.stop.epoch", wait=True)
 
+    class Affinity(keras.callbacks.Callback):
+        """Pins this worker to its claimed cores while its node is full, lets it float otherwise."""
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            worker_claim(spec.cpus_per_worker, spec.gpus_per_worker).refresh()
+
     class EpochStream(keras.callbacks.Callback):
         """Rank 0: sends averaged epoch metrics plus a checkpoint (weights in the object store)."""
 
@@ -187,6 +194,8 @@ def _callbacks(
         early,
         synced,
     ]
+    if spec.pin_cpus:
+        callbacks.append(Affinity())
     if rank == 0:
         callbacks.append(EpochStream())  # last: sees EarlyStopping's decision for this epoch
     return callbacks, synced
@@ -225,6 +234,8 @@ def run_worker(
 
     keras = tf.keras
     if not hvd.is_initialized():
+        if spec.pin_cpus:  # before hvd.init and TF's thread pools start, so their threads inherit a pin
+            worker_claim(spec.cpus_per_worker, spec.gpus_per_worker).refresh()
         os.environ.setdefault("HOROVOD_CYCLE_TIME", str(CYCLE_TIME_MS))
         hvd.init()
         intra, inter = tf_threads(spec.cpus_per_worker)
