@@ -38,8 +38,10 @@ _HELD: dict[int, int] = {}
 def cores_to_claim(cpus_per_worker: float, gpus_per_worker: float) -> int:
     """How many cores a worker pins itself to: its whole CPUs on CPU workers, else 0 (no pinning).
 
-    GPU workers and fractional CPUs (workers meant to share a core) are not pinned.
+    GPU workers, fractional CPUs (workers meant to share a core) and non-Linux hosts are not pinned.
     """
+    if not hasattr(os, "sched_setaffinity"):  # Linux only
+        return 0
     if gpus_per_worker > 0 or cpus_per_worker < 1 or cpus_per_worker != int(cpus_per_worker):
         return 0
     return int(cpus_per_worker)
@@ -139,8 +141,9 @@ class CoreClaim:
     """
 
     def __init__(self, cpus_per_worker: float, gpus_per_worker: float) -> None:
-        self.everywhere = sorted(os.sched_getaffinity(0))
-        self.cores = claim_cores(cores_to_claim(cpus_per_worker, gpus_per_worker))
+        count = cores_to_claim(cpus_per_worker, gpus_per_worker)
+        self.everywhere = sorted(os.sched_getaffinity(0)) if count else []
+        self.cores = claim_cores(count)
         self.pinned = False
 
     def refresh(self) -> bool:
