@@ -19,12 +19,14 @@ from hpo.config import REPEAT_KEY
 from hpo.trial.affinity import worker_claim
 from hpo.trial.spec import TRAINER_PARAMS, TrialSpec, resolve_model
 
-#: Horovod's idle cycle (ms) unless HOROVOD_CYCLE_TIME is set. With hpo's Horovod patch a submitted tensor
-#: starts a cycle at once, so this is only how often idle ranks coordinate, not a collective's latency.
-#: Stock Horovod's 1 ms default had every rank's background thread coordinate 1000 times a second, CPU
-#: the training threads need on a CPU node (measured before the patch, two 1-CPU ranks of a small CNN:
-#: 18.5 s per epoch at 1 ms, 16.5 s at 5 ms).
-CYCLE_TIME_MS = 5
+#: Horovod's idle cycle (ms) on CPU workers unless HOROVOD_CYCLE_TIME is set. With hpo's Horovod patch a
+#: submitted tensor starts a cycle at once, so this is only how often idle ranks coordinate, not a
+#: collective's latency; each idle cycle is a round of messages between the ranks, CPU a CPU node's training
+#: threads need. Two 1-CPU ranks of a small CNN trial (batch 128, pinned): 3.54-3.69 s per epoch at 5 ms,
+#: 3.38-3.53 s at 50 ms (before the patch, when the cycle was the latency: 18.5 s at 1 ms, 16.5 s at 5 ms).
+CPU_CYCLE_TIME_MS = 50
+#: The same on GPU workers, where per-gradient allreduces (Horovod's default grouping) fuse within a cycle.
+GPU_CYCLE_TIME_MS = 5
 #: Gradient allreduce groups on CPU workers: one group, i.e. every gradient of a step goes to Horovod in a
 #: single fused allreduce once the backward pass is done. Horovod's default (one allreduce per gradient as
 #: it becomes ready) overlaps communication with the backward pass, which pays on GPUs but on CPU nodes
@@ -56,6 +58,11 @@ def tf_threads(cpus_per_worker: float) -> tuple[int, int]:
     """
     threads = max(1, int(cpus_per_worker))
     return threads, threads
+
+
+def cycle_time_ms(gpus_per_worker: float) -> int:
+    """Horovod's idle cycle time for a worker: long on CPU (wake-on-submit makes it free), 5 ms on GPU."""
+    return GPU_CYCLE_TIME_MS if gpus_per_worker > 0 else CPU_CYCLE_TIME_MS
 
 
 def allreduce_groups(gpus_per_worker: float) -> int:
@@ -236,7 +243,7 @@ def run_worker(
     if not hvd.is_initialized():
         if spec.pin_cpus:  # before hvd.init and TF's thread pools start, so their threads inherit a pin
             worker_claim(spec.cpus_per_worker, spec.gpus_per_worker).refresh()
-        os.environ.setdefault("HOROVOD_CYCLE_TIME", str(CYCLE_TIME_MS))
+        os.environ.setdefault("HOROVOD_CYCLE_TIME", str(cycle_time_ms(spec.gpus_per_worker)))
         hvd.init()
         intra, inter = tf_threads(spec.cpus_per_worker)
         tf.config.threading.set_intra_op_parallelism_threads(intra)

@@ -6,7 +6,7 @@ import pytest
 
 from hpo.config import parse_sweep
 from hpo.trial.driver import placement
-from hpo.trial.worker import CPU_ALLREDUCE_GROUPS, allreduce_groups, gpu_for_rank, tf_threads
+from hpo.trial.worker import CPU_ALLREDUCE_GROUPS, allreduce_groups, cycle_time_ms, gpu_for_rank, tf_threads
 from tests.conftest import base_sweep
 
 
@@ -27,6 +27,11 @@ def test_cpu_ranks_send_a_step_s_gradients_as_one_group_gpu_ranks_keep_horovods_
     assert CPU_ALLREDUCE_GROUPS == 1
     assert allreduce_groups(0) == 1
     assert allreduce_groups(0.5) == 0 and allreduce_groups(1) == 0
+
+
+def test_cpu_ranks_cycle_rarely_when_idle_gpu_ranks_keep_a_short_cycle():
+    assert cycle_time_ms(0) == 50
+    assert cycle_time_ms(0.5) == cycle_time_ms(1) == 5
 
 
 def spec_for(**trial):
