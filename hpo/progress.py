@@ -7,6 +7,8 @@ from typing import Any
 
 from ray.tune import Callback
 
+from hpo.config import FINISHED_KEY
+
 
 class ConsoleProgress(Callback):
     """Prints each trial's outcome as it ends (Tune's own reporter is turned off).
@@ -50,7 +52,7 @@ class ConsoleProgress(Callback):
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """Prints a completed or scheduler-stopped trial."""
         last = trial.last_result or {}
-        self._line(trial, "completed" if last.get("trial_finished") else "stopped early")
+        self._line(trial, "completed" if last.get(FINISHED_KEY) else "stopped early")
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """Prints a failed trial with the last line of its error."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import hpo._env as _env
-from hpo.config import REPEAT_KEY, SweepConfig
+from hpo.config import FINISHED_KEY, REPEAT_KEY, SweepConfig
 from hpo.data import (
     DatasetInfo,
     builtin_digits,
@@ -191,7 +191,7 @@ def _trial_rows(results: Any, config: SweepConfig, run_ids: dict[str, str]) -> l
         epochs = int(last.get("epoch", 0) or 0)
         if result.error is not None:
             status = "failed"
-        elif last.get("trial_finished"):
+        elif last.get(FINISHED_KEY):
             status = "completed"
         else:
             status = "stopped_early"

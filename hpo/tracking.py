@@ -16,7 +16,7 @@ from typing import Any
 
 from ray.tune import Callback
 
-from hpo.config import REPEAT_KEY
+from hpo.config import FINISHED_KEY, REPEAT_KEY
 
 #: The trial's effective training settings, reported with every epoch; logged once, as params.
 EFFECTIVE = ("effective_learning_rate", "global_batch_size", "steps_per_epoch", "validation_steps")
@@ -25,7 +25,7 @@ _SKIP = {
     *EFFECTIVE,
     "warm_start",
     "resumed_from_epoch",
-    "trial_finished",
+    FINISHED_KEY,
     "stopped_by_patience",
     "epoch",
     "done",
@@ -291,7 +291,7 @@ class MlflowNesting(Callback):
         """Tags the run completed (max epochs or patience) or stopped_early (scheduler) and closes it."""
         last = trial.last_result or {}
         epochs = int(last.get("epoch", 0))
-        if last.get("trial_finished"):
+        if last.get(FINISHED_KEY):
             status = "completed"
             reason = "early_stopping_patience" if last.get("stopped_by_patience") else "max_epochs"
         else:

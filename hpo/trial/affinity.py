@@ -4,8 +4,8 @@ Ray reserves CPUs by count, not by core, so two ranks of a trial on one node flo
 Data-parallel ranks wait for each other at every step's allreduce, so whenever the scheduler puts a
 rank's compute thread on the core the other rank (or a background thread) is using, both ranks lose the
 step. Pinned, each rank keeps its compute on its own core: two 1-CPU ranks of a small CNN trial (batch 128)
-ran 4.0-4.35 s per epoch floating, 3.9-4.1 s pinned. A worker alone on a node with idle cores, though, is
-faster floating (its input pipeline and Horovod's thread borrow an idle core: 6.3 s vs 6.5-6.6 s pinned).
+ran 3.74-4.06 s per epoch floating, 3.48-3.62 s pinned. A worker alone on a node with idle cores, though, is
+faster floating (its input pipeline and Horovod's thread borrow an idle core: 5.85-6.36 s vs 6.49-6.6 s).
 So a worker claims its cores always, but pins itself only while every core of the node is claimed, and
 checks again at each epoch (:meth:`CoreClaim.refresh`).
 
@@ -47,9 +47,13 @@ def cores_to_claim(cpus_per_worker: float, gpus_per_worker: float) -> int:
     return int(cpus_per_worker)
 
 
+def _lock_path(core: int) -> Path:
+    return lock_dir() / f"core-{core}.lock"
+
+
 def _open_lock(core: int, create: bool) -> int | None:
     """A descriptor of ``core``'s lock file (None if it does not exist or cannot be opened)."""
-    path = lock_dir() / f"core-{core}.lock"
+    path = _lock_path(core)
     try:
         fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o666)
     except OSError:  # not there yet, or another user's file we may not write
@@ -106,7 +110,7 @@ def free_cores(cores: list[int]) -> int:
     for core in cores:
         if core in _HELD:
             continue
-        if not (lock_dir() / f"core-{core}.lock").exists():
+        if not _lock_path(core).exists():
             free += 1  # never claimed
             continue
         fd = _open_lock(core, create=False)
