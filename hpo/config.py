@@ -146,6 +146,9 @@ class ObjectiveConfig(_Model):
 
     metric: str = "val_accuracy"
     mode: Literal["max", "min"] = "max"
+    #: Stop the whole sweep as soon as one epoch of a trial reaches this value (at least it for ``max``, at
+    #: most it for ``min``), like Katib's objective goal; None: run the whole budget.
+    goal: float | None = None
 
 
 class SearchConfig(_Model):

@@ -23,6 +23,7 @@ from ray.tune.schedulers import (
 )
 from ray.tune.search import BasicVariantGenerator, Repeater
 from ray.tune.search.optuna import OptunaSearch
+from ray.tune.stopper import Stopper
 
 from hpo.config import FINISHED_KEY, SweepConfig
 from hpo.space import define_by_run
@@ -231,3 +232,42 @@ def tune_num_samples(config: SweepConfig) -> int:
     if config.search.algorithm == "grid":
         return config.search.num_samples // config.grid_size
     return planned_trials(config)
+
+
+class GoalStopper(Stopper):
+    """Ends the sweep once one epoch of any trial reaches ``objective.goal``.
+
+    Args:
+        metric: The objective metric.
+        mode: ``max`` (reached at ``>= goal``) or ``min`` (at ``<= goal``).
+        goal: The value to reach.
+    """
+
+    def __init__(self, metric: str, mode: str, goal: float) -> None:
+        self.metric, self.mode, self.goal = metric, mode, goal
+        self.reached_by: str | None = None
+
+    def reached(self, value: Any) -> bool:
+        """Whether ``value`` reaches the goal."""
+        if not isinstance(value, (int, float)) or value != value:  # missing or NaN
+            return False
+        return value >= self.goal if self.mode == "max" else value <= self.goal
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        """Notes the first trial whose result reaches the goal; single trials are not stopped here."""
+        if self.reached_by is None and self.reached(result.get(self.metric)):
+            self.reached_by = trial_id
+            logger.info("trial %s reached the goal %s %s: stopping the sweep", trial_id, self.metric, self.goal)
+        return False
+
+    def stop_all(self) -> bool:
+        """True once the goal was reached."""
+        return self.reached_by is not None
+
+
+def build_stopper(config: SweepConfig) -> GoalStopper | None:
+    """The sweep's stopper: a :class:`GoalStopper` if ``objective.goal`` is set, else None."""
+    objective = config.objective
+    if objective.goal is None:
+        return None
+    return GoalStopper(objective.metric, objective.mode, objective.goal)

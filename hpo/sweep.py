@@ -250,7 +250,7 @@ def run_sweep(
     from hpo import tracking
     from hpo.cluster import check_trial_fits_cluster
     from hpo.progress import ConsoleProgress
-    from hpo.search import build_scheduler, build_searcher, planned_trials, tune_num_samples
+    from hpo.search import build_scheduler, build_searcher, build_stopper, planned_trials, tune_num_samples
     from hpo.space import to_param_space
     from hpo.trial.driver import make_trainable, worker_bundle
 
@@ -316,6 +316,7 @@ def run_sweep(
         verbose=0,
         failure_config=tune.FailureConfig(max_failures=config.trial.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+        stop=build_stopper(config),
     )
     if resume:
         tuner = tune.Tuner.restore(str(sweep_dir), trainable=trainable, resume_errored=True)
@@ -365,6 +366,8 @@ def run_sweep(
         "mlflow": {"uri": uri, "experiment_id": sweep_run.experiment_id, "parent_run_id": sweep_run.parent_run_id},
         "wall_time_s": round(time.time() - started, 2),
     }
+    if config.objective.goal is not None:
+        summary["goal"] = goal_status(config, rows)
     update_summary(summary, outbox, pending)
     if pending and console is not None:
         console.print(
@@ -389,6 +392,19 @@ def run_sweep(
         summary_path=summary_path,
         summary=summary,
     )
+
+
+def goal_status(config: SweepConfig, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``{value, reached, trial_id}``: whether a trial's best epoch reached ``objective.goal``, and the first that did.
+
+    "First" is in trial-id order (Tune's ids count up as trials start), which is the order trials ran in
+    when they run one at a time.
+    """
+    from hpo.search import GoalStopper
+
+    check = GoalStopper(config.objective.metric, config.objective.mode, config.objective.goal or 0.0)
+    hit = [r["trial_id"] for r in rows if check.reached(r["metric"])]
+    return {"value": config.objective.goal, "reached": bool(hit), "trial_id": hit[0] if hit else None}
 
 
 def failure_line(exc: BaseException) -> str:

@@ -177,3 +177,28 @@ def test_time_budget_ends_the_sweep(ray_session, tmp_path, monkeypatch):
     for progress in (tmp_path / "runs" / "budget").glob("*/progress.csv"):
         first = pd.read_csv(progress).iloc[0]
         assert first["timestamp"] - first["time_total_s"] <= started + 12 + 2
+
+
+def with_goal(config: hpo.SweepConfig, goal: float) -> hpo.SweepConfig:
+    return hpo.SweepConfig.model_validate({**config.model_dump(), "objective": {"metric": "val_accuracy",
+                                                                               "goal": goal}})
+
+
+def test_goal_ends_the_sweep_at_the_first_epoch_that_reaches_it(ray_session, tmp_path, monkeypatch):
+    # Random search, one trial at a time: the first trial's first epoch has some accuracy a > 0; a goal
+    # just under it is reached right there, so no further epoch or trial runs.
+    monkeypatch.chdir(tmp_path)
+    config = with_goal(tiny("goal", "random", "fifo", num_samples=6, max_concurrent=1), 1e-6)
+    result = hpo.tune(config, storage=tmp_path / "runs")
+    trials = result.summary["trials"]
+    assert len(trials) == 1 and trials[0]["epochs"] == 1 and trials[0]["status"] == "stopped_early"
+    assert result.summary["goal"] == {"value": 1e-6, "reached": True, "trial_id": trials[0]["trial_id"]}
+
+
+def test_unreachable_goal_runs_the_whole_budget(ray_session, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = with_goal(tiny("nogoal", "random", "fifo", num_samples=2), 1.5)  # accuracy never exceeds 1
+    result = hpo.tune(config, storage=tmp_path / "runs")
+    trials = result.summary["trials"]
+    assert len(trials) == 2 and all(t["status"] == "completed" and t["epochs"] == 3 for t in trials)
+    assert result.summary["goal"] == {"value": 1.5, "reached": False, "trial_id": None}

@@ -114,3 +114,31 @@ def test_scheduler_stops_are_told_as_optuna_prunes_with_their_last_value(tmp_pat
     assert cut.intermediate_values == {1: 0.4, 2: 0.5}
     assert done.state == optuna.trial.TrialState.COMPLETE and done.value == 0.9
     assert failed.state == optuna.trial.TrialState.FAIL
+
+
+def test_goal_stopper_ends_the_sweep_once_one_result_reaches_the_goal():
+    from hpo.search import GoalStopper, build_stopper
+
+    assert build_stopper(parse_sweep(base_sweep())) is None
+    stopper = build_stopper(parse_sweep(base_sweep(objective={"metric": "val_accuracy", "goal": 0.9})))
+    assert isinstance(stopper, GoalStopper) and not stopper.stop_all()
+    assert stopper("a", {"val_accuracy": 0.89}) is False and not stopper.stop_all()
+    assert stopper("b", {"val_accuracy": float("nan")}) is False and not stopper.stop_all()
+    assert stopper("c", {"loss": 0.1}) is False and not stopper.stop_all()
+    assert stopper("d", {"val_accuracy": 0.9}) is False  # single trials are not stopped; the sweep is
+    assert stopper.stop_all() and stopper.reached_by == "d"
+    stopper("e", {"val_accuracy": 0.95})
+    assert stopper.reached_by == "d"  # the first one is kept
+
+    low = GoalStopper("val_loss", "min", 0.2)
+    assert not low.reached(0.21) and low.reached(0.2) and low.reached(0.1)
+
+
+def test_summary_goal_names_the_first_trial_that_reached_it():
+    from hpo.sweep import goal_status
+
+    config = parse_sweep(base_sweep(objective={"metric": "val_accuracy", "goal": 0.9}))
+    rows = [{"trial_id": "x_00000", "metric": 0.8}, {"trial_id": "x_00001", "metric": 0.92},
+            {"trial_id": "x_00002", "metric": 0.95}, {"trial_id": "x_00003", "metric": None}]
+    assert goal_status(config, rows) == {"value": 0.9, "reached": True, "trial_id": "x_00001"}
+    assert goal_status(config, rows[:1]) == {"value": 0.9, "reached": False, "trial_id": None}
