@@ -83,7 +83,7 @@ SEED_OFFSET = 1000
 
 def epochs_in_order(storage: Path, name: str) -> list[float]:
     """Validation accuracy of every epoch trained, in the order trials ran (one trial at a time)."""
-    frames = [pd.read_csv(p) for p in (storage / name).glob("*/progress.csv")]
+    frames = [pd.read_csv(p, float_precision="round_trip") for p in (storage / name).glob("*/progress.csv")]
     frames.sort(key=lambda f: f["timestamp"].iloc[0])
     return [float(v) for f in frames for v in f["val_accuracy"]]
 

@@ -460,6 +460,10 @@ def _close_parent(
     tags = {"hpo.best_trial_id": best["trial_id"] if best else ""}
     if best:
         tags["hpo.best_params"] = json.dumps(best["params"], default=str)
+    if config.objective.goal is not None:
+        goal = goal_status(config, rows)
+        tags["hpo.goal_reached"] = "true" if goal["reached"] else "false"
+        tags["hpo.goal_trial_id"] = goal["trial_id"] or ""
     metrics = [(k, float(v), now, 0) for k, v in final.items() if finite(v)]
     outbox.log("sweep", metrics=metrics, tags=tags)
     outbox.terminate("sweep", "FAILED" if best is None else "FINISHED")

@@ -193,6 +193,11 @@ def test_goal_ends_the_sweep_at_the_first_epoch_that_reaches_it(ray_session, tmp
     trials = result.summary["trials"]
     assert len(trials) == 1 and trials[0]["epochs"] == 1 and trials[0]["status"] == "stopped_early"
     assert result.summary["goal"] == {"value": 1e-6, "reached": True, "trial_id": trials[0]["trial_id"]}
+    from mlflow.tracking import MlflowClient
+
+    parent = MlflowClient(result.summary["mlflow"]["uri"]).get_run(result.summary["mlflow"]["parent_run_id"])
+    assert parent.data.tags["hpo.goal_reached"] == "true"
+    assert parent.data.tags["hpo.goal_trial_id"] == trials[0]["trial_id"]
 
 
 def test_unreachable_goal_runs_the_whole_budget(ray_session, tmp_path, monkeypatch):
