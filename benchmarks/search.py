@@ -14,9 +14,9 @@ GP + ASHA and grid + FIFO are run once as references. Also recorded: each one's 
 third of random search's budget (an anytime view). Counts epochs, not seconds.
 
 Why 20 seeds: the figure varies a lot from seed to seed (B is the luckiest single epoch of random
-search; the ratio ranges from 0.03 to never). The median of 5 seeds moved between 0.13 and 0.71 across
-blocks of 5 seeds in a simulation of the same searcher and scheduler, so ``block_medians`` are reported
-too. ~40 minutes on 2 cores.
+search; the ratio ranged from 0.02 to never on 2026-11-24). The medians of the four blocks of 5 seeds
+were 0.51, 0.27, 0.12 and 0.33, so a 5-seed median says little; ``block_medians`` are reported too.
+~19 minutes on 2 cores.
 
 Writes ``benchmarks/results/search.json``.
 """
