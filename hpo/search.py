@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ray.tune import Callback
 from ray.tune.schedulers import (
     AsyncHyperBandScheduler,
     FIFOScheduler,
@@ -234,8 +235,13 @@ def tune_num_samples(config: SweepConfig) -> int:
     return planned_trials(config)
 
 
-class GoalStopper(Stopper):
+class GoalStopper(Stopper, Callback):
     """Ends the sweep once one epoch of any trial reaches ``objective.goal``.
+
+    The trial that reached it ends itself at that epoch as finished (the worker's goal check), so its final
+    checkpoint holds its model. The sweep is stopped only once that trial has ended: Tune's stop of the
+    whole experiment would cut it while its last checkpoint is still being saved, and lose it. Also a Tune
+    callback, to hear of that end; pass the same object as ``RunConfig(stop=...)`` and in its callbacks.
 
     Args:
         metric: The objective metric.
@@ -246,6 +252,7 @@ class GoalStopper(Stopper):
     def __init__(self, metric: str, mode: str, goal: float) -> None:
         self.metric, self.mode, self.goal = metric, mode, goal
         self.reached_by: str | None = None
+        self.settled = False
 
     def reached(self, value: Any) -> bool:
         """Whether ``value`` reaches the goal."""
@@ -261,8 +268,20 @@ class GoalStopper(Stopper):
         return False
 
     def stop_all(self) -> bool:
-        """True once the goal was reached."""
-        return self.reached_by is not None
+        """True once the goal was reached and the trial that reached it has ended."""
+        return self.reached_by is not None and self.settled
+
+    def _settle(self, trial: Any) -> None:
+        if self.reached_by is not None and trial.trial_id == self.reached_by:
+            self.settled = True
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """The reaching trial ended."""
+        self._settle(trial)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """The reaching trial failed after reaching the goal."""
+        self._settle(trial)
 
 
 def build_stopper(config: SweepConfig) -> GoalStopper | None:

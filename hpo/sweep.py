@@ -309,6 +309,9 @@ def run_sweep(
         planned = planned_trials(config)
         callbacks.append(ConsoleProgress(console, config.objective.metric, planned))
     trainable = make_trainable(spec)
+    stopper = build_stopper(config)
+    if stopper is not None:
+        callbacks.append(stopper)  # it hears when the trial that reached the goal has ended
     run_config = tune.RunConfig(
         name=config.name,
         storage_path=str(storage),
@@ -316,7 +319,7 @@ def run_sweep(
         verbose=0,
         failure_config=tune.FailureConfig(max_failures=config.trial.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
-        stop=build_stopper(config),
+        stop=stopper,
     )
     if resume:
         tuner = tune.Tuner.restore(str(sweep_dir), trainable=trainable, resume_errored=True)
@@ -331,7 +334,7 @@ def run_sweep(
                 scheduler=build_scheduler(config),
                 num_samples=tune_num_samples(config),
                 max_concurrent_trials=config.search.max_concurrent,
-                time_budget_s=config.search.time_budget_s,
+                time_budget_s=_remaining_budget(config.search.time_budget_s, started),
                 reuse_actors=True,
             ),
             run_config=run_config,
@@ -416,6 +419,16 @@ def failure_line(exc: BaseException) -> str:
     if "Traceback (most recent call last)" in text and not lines[-1].startswith("Traceback"):
         return lines[-1]  # already "SomeError: message"
     return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
+
+
+def _remaining_budget(budget_s: float | None, started: float) -> float | None:
+    """``search.time_budget_s`` less what the sweep spent before Tune starts (MLflow run, Ray, checks).
+
+    Tune counts its budget from its own start; the sweep's budget counts from the sweep's.
+    """
+    if budget_s is None:
+        return None
+    return max(budget_s - (time.time() - started), 0.001)
 
 
 def _shutdown_ray() -> None:

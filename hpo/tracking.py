@@ -27,6 +27,7 @@ _SKIP = {
     "resumed_from_epoch",
     FINISHED_KEY,
     "stopped_by_patience",
+    "stopped_by_goal",
     "epoch",
     "done",
     "training_iteration",
@@ -230,6 +231,7 @@ class MlflowNesting(Callback):
             sweep.uri, spool_path or Path(SPOOL_NAME).resolve(), sweep.parent_run_id, sweep.experiment_id
         )
         self._started: set[str] = set()
+        self._closed: set[str] = set()
         self._last_step: dict[str, int] = {}
 
     @property
@@ -288,12 +290,13 @@ class MlflowNesting(Callback):
         self.outbox.log(f"trial:{trial.trial_id}", metrics=metrics, params=params)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        """Tags the run completed (max epochs or patience) or stopped_early (scheduler) and closes it."""
+        """Tags the run completed (max epochs, patience or goal) or stopped_early (scheduler) and closes it."""
         last = trial.last_result or {}
         epochs = int(last.get("epoch", 0))
         if last.get(FINISHED_KEY):
             status = "completed"
             reason = "early_stopping_patience" if last.get("stopped_by_patience") else "max_epochs"
+            reason = "goal" if last.get("stopped_by_goal") else reason
         else:
             status, reason = "stopped_early", "scheduler"
         self._finish(trial, "FINISHED", {"hpo.status": status, "hpo.stop_reason": reason, "hpo.epochs": str(epochs)})
@@ -303,7 +306,23 @@ class MlflowNesting(Callback):
         reason = str(getattr(trial, "error_msg", None) or "trial failed").strip().splitlines()
         self._finish(trial, "FAILED", {"hpo.status": "failed", "hpo.stop_reason": (reason[-1] if reason else "")[:500]})
 
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        """Closes the runs of trials Tune stopped with the whole sweep (time budget, goal), which it does not report.
+
+        Tune calls no trial hook for them, so their runs would stay RUNNING.
+        """
+        for trial in trials:
+            if trial.trial_id in self._started and trial.trial_id not in self._closed:
+                last = trial.last_result or {}
+                if last.get(FINISHED_KEY):
+                    self.on_trial_complete(0, trials, trial)
+                    continue
+                tags = {"hpo.status": "stopped_early", "hpo.stop_reason": "sweep_stopped",
+                        "hpo.epochs": str(int(last.get("epoch", 0)))}
+                self._finish(trial, "FINISHED", tags)
+
     def _finish(self, trial: Any, mlflow_status: str, tags: dict[str, str]) -> None:
+        self._closed.add(trial.trial_id)
         key = f"trial:{trial.trial_id}"
         self.outbox.log(key, tags=tags)
         self.outbox.terminate(key, mlflow_status)

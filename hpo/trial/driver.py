@@ -131,6 +131,7 @@ def _stream(
                 epoch=msg["epoch"],
                 epoch_time_s=msg["epoch_time_s"],
                 stopped_by_patience=bool(msg["stopped_by_patience"]),
+                stopped_by_goal=bool(msg.get("stopped_by_goal")),
                 startup_s=(first_epoch_at - started) if first_epoch_at else None,
                 warm_start=warm,
                 resumed_from_epoch=int(resume["state"]["epoch"]) if resume else 0,

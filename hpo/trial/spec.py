@@ -108,6 +108,8 @@ class TrialSpec:
     learning_rate: float
     patience: int
     min_delta: float
+    #: ``objective.goal``: training ends at the epoch whose (averaged) objective reaches it.
+    goal: float | None = None
     seed: int = 0
     pin_cpus: bool = True
     sys_path: tuple[str, ...] = field(default_factory=tuple)
@@ -128,6 +130,7 @@ class TrialSpec:
             metrics=tuple(config.metrics),
             objective_metric=config.objective.metric,
             objective_mode=config.objective.mode,
+            goal=config.objective.goal,
             max_epochs=t.max_epochs,
             workers=t.workers,
             cpus_per_worker=t.cpus_per_worker,

@@ -139,6 +139,24 @@ def _callbacks(
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             self._check("hpo.stop.epoch", wait=True)
 
+    class GoalStop(keras.callbacks.Callback):
+        """Ends training on every rank at the epoch whose averaged objective reaches ``objective.goal``.
+
+        The sweep ends there too (hpo.search.GoalStopper); ending the trial as finished rather than letting
+        Tune stop it keeps its final model (``model.keras``), so the trial that reached the goal can be the
+        sweep's registered model.
+        """
+
+        reached = False
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            value = (logs or {}).get(spec.objective_metric)
+            if spec.goal is None or value is None:
+                return
+            if (value >= spec.goal) if spec.objective_mode == "max" else (value <= spec.goal):
+                self.reached = True
+                self.model.stop_training = True
+
     class Affinity(keras.callbacks.Callback):
         """Pins this worker to its claimed cores while its node is full, lets it float otherwise."""
 
@@ -181,6 +199,7 @@ def _callbacks(
                         "time": now,
                         "last": bool(self.model.stop_training) or epoch + 1 >= spec.max_epochs,
                         "stopped_by_patience": bool(self.model.stop_training) and early.stopped_epoch > 0,
+                        "stopped_by_goal": goal.reached,
                         "checkpoint": checkpoint,
                     }
                 )
@@ -194,11 +213,13 @@ def _callbacks(
         restore_best_weights=True,
     )
     synced = SyncedStop()
+    goal = GoalStop()
     callbacks = [
         hvd.callbacks.BroadcastGlobalVariablesCallback(0),
         # Average before EarlyStopping so every rank sees the same value and stops at the same epoch.
         hvd.callbacks.MetricAverageCallback(),
         early,
+        goal,  # after EarlyStopping: this epoch's weights are its best if they reach the goal
         synced,
     ]
     if spec.pin_cpus:

@@ -126,9 +126,24 @@ def test_goal_stopper_ends_the_sweep_once_one_result_reaches_the_goal():
     assert stopper("b", {"val_accuracy": float("nan")}) is False and not stopper.stop_all()
     assert stopper("c", {"loss": 0.1}) is False and not stopper.stop_all()
     assert stopper("d", {"val_accuracy": 0.9}) is False  # single trials are not stopped; the sweep is
-    assert stopper.stop_all() and stopper.reached_by == "d"
+    assert stopper.reached_by == "d"
     stopper("e", {"val_accuracy": 0.95})
     assert stopper.reached_by == "d"  # the first one is kept
+
+    class Trial:
+        def __init__(self, trial_id: str) -> None:
+            self.trial_id = trial_id
+
+    # Not before "d" has ended: stopping it while Tune saves its last checkpoint would lose it.
+    assert not stopper.stop_all()
+    stopper.on_trial_complete(0, [], Trial("e"))
+    assert not stopper.stop_all()
+    stopper.on_trial_complete(0, [], Trial("d"))
+    assert stopper.stop_all()
+    failed = build_stopper(parse_sweep(base_sweep(objective={"metric": "val_accuracy", "goal": 0.9})))
+    failed("d", {"val_accuracy": 0.91})
+    failed.on_trial_error(0, [], Trial("d"))
+    assert failed.stop_all()
 
     low = GoalStopper("val_loss", "min", 0.2)
     assert not low.reached(0.21) and low.reached(0.2) and low.reached(0.1)
@@ -142,3 +157,14 @@ def test_summary_goal_names_the_first_trial_that_reached_it():
             {"trial_id": "x_00002", "metric": 0.95}, {"trial_id": "x_00003", "metric": None}]
     assert goal_status(config, rows) == {"value": 0.9, "reached": True, "trial_id": "x_00001"}
     assert goal_status(config, rows[:1]) == {"value": 0.9, "reached": False, "trial_id": None}
+
+
+def test_time_budget_counts_from_the_sweep_start_not_tunes():
+    import time
+
+    from hpo.sweep import _remaining_budget
+
+    assert _remaining_budget(None, time.time()) is None
+    left = _remaining_budget(60, time.time() - 5)  # 5 s went to the MLflow run and checks before Tune
+    assert 54 < left <= 55
+    assert _remaining_budget(3, time.time() - 10) == 0.001  # spent already: Tune starts no trial
