@@ -6,6 +6,7 @@ Every model is frozen and forbids unknown keys. Validation errors become one-lin
 
 from __future__ import annotations
 
+import numbers
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +23,18 @@ REPEAT_KEY = "__trial_index__"
 #: Result key every epoch report carries: True on a trial's last epoch (max_epochs or patience), so a trial
 #: that ended without it was stopped by the scheduler.
 FINISHED_KEY = "trial_finished"
+
+
+def reaches_goal(value: object, goal: float, mode: str) -> bool:
+    """Whether an objective ``value`` reaches ``objective.goal``: at least it for ``max``, at most for ``min``.
+
+    A missing (non-numeric) or NaN value never does; NumPy scalars (Keras' epoch logs) count as numbers.
+    """
+    if not isinstance(value, numbers.Real) or value != value:
+        return False
+    return value >= goal if mode == "max" else value <= goal
+
+
 _URL_SCHEMES = ("file://", "s3://", "gs://", "gcs://", "hdfs://", "builtin:")
 
 

@@ -26,7 +26,7 @@ from ray.tune.search import BasicVariantGenerator, Repeater
 from ray.tune.search.optuna import OptunaSearch
 from ray.tune.stopper import Stopper
 
-from hpo.config import FINISHED_KEY, SweepConfig
+from hpo.config import FINISHED_KEY, SweepConfig, reaches_goal
 from hpo.space import define_by_run
 from hpo.warmstart import Mode, seed_study
 
@@ -252,13 +252,11 @@ class GoalStopper(Stopper, Callback):
     def __init__(self, metric: str, mode: str, goal: float) -> None:
         self.metric, self.mode, self.goal = metric, mode, goal
         self.reached_by: str | None = None
-        self.settled = False
+        self.settled = False  # the trial that reached the goal has ended
 
     def reached(self, value: Any) -> bool:
         """Whether ``value`` reaches the goal."""
-        if not isinstance(value, (int, float)) or value != value:  # missing or NaN
-            return False
-        return value >= self.goal if self.mode == "max" else value <= self.goal
+        return reaches_goal(value, self.goal, self.mode)
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         """Notes the first trial whose result reaches the goal; single trials are not stopped here."""
@@ -269,7 +267,7 @@ class GoalStopper(Stopper, Callback):
 
     def stop_all(self) -> bool:
         """True once the goal was reached and the trial that reached it has ended."""
-        return self.reached_by is not None and self.settled
+        return self.settled
 
     def _settle(self, trial: Any) -> None:
         if self.reached_by is not None and trial.trial_id == self.reached_by:

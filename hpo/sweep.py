@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import hpo._env as _env
-from hpo.config import FINISHED_KEY, REPEAT_KEY, SweepConfig
+from hpo.config import FINISHED_KEY, REPEAT_KEY, SweepConfig, reaches_goal
 from hpo.data import (
     DatasetInfo,
     builtin_digits,
@@ -359,7 +359,8 @@ def run_sweep(
     scored = [r for r in rows if r["metric"] is not None]
     pick = max if config.objective.mode == "max" else min
     best = pick(scored, key=lambda r: r["metric"]) if scored else None
-    _close_parent(config, spec, outbox, rows, best)
+    goal = goal_status(config, rows) if config.objective.goal is not None else None
+    _close_parent(config, spec, outbox, rows, best, goal)
     pending = outbox.flush() if outbox.down else 0  # sends what was spooled, if the server is back
     summary = {
         "name": config.name,
@@ -369,8 +370,8 @@ def run_sweep(
         "mlflow": {"uri": uri, "experiment_id": sweep_run.experiment_id, "parent_run_id": sweep_run.parent_run_id},
         "wall_time_s": round(time.time() - started, 2),
     }
-    if config.objective.goal is not None:
-        summary["goal"] = goal_status(config, rows)
+    if goal is not None:
+        summary["goal"] = goal
     update_summary(summary, outbox, pending)
     if pending and console is not None:
         console.print(
@@ -403,10 +404,8 @@ def goal_status(config: SweepConfig, rows: list[dict[str, Any]]) -> dict[str, An
     "First" is in trial-id order (Tune's ids count up as trials start), which is the order trials ran in
     when they run one at a time.
     """
-    from hpo.search import GoalStopper
-
-    check = GoalStopper(config.objective.metric, config.objective.mode, config.objective.goal or 0.0)
-    hit = [r["trial_id"] for r in rows if check.reached(r["metric"])]
+    goal, mode = config.objective.goal, config.objective.mode
+    hit = [r["trial_id"] for r in rows if goal is not None and reaches_goal(r["metric"], goal, mode)]
     return {"value": config.objective.goal, "reached": bool(hit), "trial_id": hit[0] if hit else None}
 
 
@@ -453,9 +452,14 @@ def _config_yaml(config: SweepConfig) -> str:
 
 
 def _close_parent(
-    config: SweepConfig, spec: TrialSpec, outbox: Any, rows: list[dict[str, Any]], best: dict[str, Any] | None
+    config: SweepConfig,
+    spec: TrialSpec,
+    outbox: Any,
+    rows: list[dict[str, Any]],
+    best: dict[str, Any] | None,
+    goal: dict[str, Any] | None,
 ) -> None:
-    """Logs the best finished trial's model (registered under the sweep name) and the final best."""
+    """Logs the best finished trial's model (registered under the sweep name), the final best and the goal."""
     from hpo import best_model
     from hpo.tracking import finite
 
@@ -473,8 +477,7 @@ def _close_parent(
     tags = {"hpo.best_trial_id": best["trial_id"] if best else ""}
     if best:
         tags["hpo.best_params"] = json.dumps(best["params"], default=str)
-    if config.objective.goal is not None:
-        goal = goal_status(config, rows)
+    if goal is not None:
         tags["hpo.goal_reached"] = "true" if goal["reached"] else "false"
         tags["hpo.goal_trial_id"] = goal["trial_id"] or ""
     metrics = [(k, float(v), now, 0) for k, v in final.items() if finite(v)]

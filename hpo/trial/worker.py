@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hpo.config import REPEAT_KEY
+from hpo.config import REPEAT_KEY, reaches_goal
 from hpo.trial.affinity import worker_claim
 from hpo.trial.spec import TRAINER_PARAMS, TrialSpec, resolve_model
 
@@ -151,9 +151,7 @@ def _callbacks(
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             value = (logs or {}).get(spec.objective_metric)
-            if spec.goal is None or value is None:
-                return
-            if (value >= spec.goal) if spec.objective_mode == "max" else (value <= spec.goal):
+            if spec.goal is not None and reaches_goal(value, spec.goal, spec.objective_mode):
                 self.reached = True
                 self.model.stop_training = True
 

@@ -168,3 +168,13 @@ def test_time_budget_counts_from_the_sweep_start_not_tunes():
     left = _remaining_budget(60, time.time() - 5)  # 5 s went to the MLflow run and checks before Tune
     assert 54 < left <= 55
     assert _remaining_budget(3, time.time() - 10) == 0.001  # spent already: Tune starts no trial
+
+
+def test_goal_check_takes_numpy_scalars_as_keras_logs_them():
+    import numpy as np
+
+    from hpo.config import reaches_goal
+
+    assert reaches_goal(np.float32(0.95), 0.9, "max") and not reaches_goal(np.float32(0.85), 0.9, "max")
+    assert reaches_goal(np.float64(0.1), 0.2, "min") and not reaches_goal(np.float32("nan"), 0.2, "min")
+    assert not reaches_goal(None, 0.9, "max")
