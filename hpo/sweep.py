@@ -402,11 +402,28 @@ def goal_status(config: SweepConfig, rows: list[dict[str, Any]]) -> dict[str, An
     """``{value, reached, trial_id}``: whether a trial's best epoch reached ``objective.goal``, and the first that did.
 
     "First" is in trial-id order (Tune's ids count up as trials start), which is the order trials ran in
-    when they run one at a time.
+    when they run one at a time. With ``search.repeats`` > 1 a configuration reaches the goal when the mean
+    of its repeats' best epochs does (all repeats ended with a value); ``trial_id`` is its first trial and
+    ``trial_ids`` lists all of them.
     """
-    goal, mode = config.objective.goal, config.objective.mode
-    hit = [r["trial_id"] for r in rows if goal is not None and reaches_goal(r["metric"], goal, mode)]
-    return {"value": config.objective.goal, "reached": bool(hit), "trial_id": hit[0] if hit else None}
+    goal, mode, repeats = config.objective.goal, config.objective.mode, config.search.repeats
+    if goal is None:
+        return {"value": None, "reached": False, "trial_id": None}
+    if repeats == 1:
+        hit = [r["trial_id"] for r in rows if reaches_goal(r["metric"], goal, mode)]
+        return {"value": goal, "reached": bool(hit), "trial_id": hit[0] if hit else None}
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: r["trial_id"]):
+        groups.setdefault(json.dumps(row["params"], sort_keys=True, default=str), []).append(row)
+    reaching = []
+    for group in groups.values():
+        for i in range(0, len(group) - repeats + 1, repeats):  # the same configuration drawn again: a new group
+            values = [r["metric"] for r in group[i:i + repeats]]
+            if None not in values and reaches_goal(sum(values) / repeats, goal, mode):
+                reaching.append([r["trial_id"] for r in group[i:i + repeats]])
+    first = min(reaching, default=None)
+    return {"value": goal, "reached": first is not None, "trial_id": first[0] if first else None,
+            "trial_ids": first}
 
 
 def failure_line(exc: BaseException) -> str:

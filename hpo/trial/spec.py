@@ -108,7 +108,8 @@ class TrialSpec:
     learning_rate: float
     patience: int
     min_delta: float
-    #: ``objective.goal``: training ends at the epoch whose (averaged) objective reaches it.
+    #: ``objective.goal``: training ends at the epoch whose (averaged) objective reaches it. None with
+    #: ``search.repeats`` > 1: there a configuration's mean over its repeats is judged, after they all end.
     goal: float | None = None
     seed: int = 0
     pin_cpus: bool = True
@@ -130,7 +131,7 @@ class TrialSpec:
             metrics=tuple(config.metrics),
             objective_metric=config.objective.metric,
             objective_mode=config.objective.mode,
-            goal=config.objective.goal,
+            goal=config.objective.goal if config.search.repeats == 1 else None,
             max_epochs=t.max_epochs,
             workers=t.workers,
             cpus_per_worker=t.cpus_per_worker,

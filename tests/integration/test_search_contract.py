@@ -219,3 +219,22 @@ def test_unreachable_goal_runs_the_whole_budget(ray_session, tmp_path, monkeypat
     trials = result.summary["trials"]
     assert len(trials) == 2 and all(t["status"] == "completed" and t["epochs"] == 3 for t in trials)
     assert result.summary["goal"] == {"value": 1.5, "reached": False, "trial_id": None}
+
+
+def test_with_repeats_the_goal_waits_for_every_repeat_of_a_configuration(ray_session, tmp_path, monkeypatch):
+    # Reached at the first epoch as above, but with 2 repeats: neither repeat is cut at that epoch (one
+    # seed is not the configuration), both train to the end, and the sweep ends after them on their mean.
+    monkeypatch.chdir(tmp_path)
+    config = with_goal(tiny("goal-rep", "random", "fifo", num_samples=4, max_concurrent=1, repeats=2), 1e-6)
+    result = hpo.tune(config, storage=tmp_path / "runs")
+    trials = result.summary["trials"]
+    assert len(trials) == 2 and sorted(t["repeat"] for t in trials) == [0, 1]
+    assert trials[0]["params"] == trials[1]["params"]
+    assert all(t["status"] == "completed" and t["epochs"] == 3 for t in trials)
+    ids = [t["trial_id"] for t in trials]
+    assert result.summary["goal"] == {"value": 1e-6, "reached": True, "trial_id": ids[0], "trial_ids": ids}
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(result.summary["mlflow"]["uri"])
+    for t in trials:
+        assert client.get_run(t["mlflow_run_id"]).data.tags.get("hpo.stop_reason") != "goal"

@@ -178,3 +178,75 @@ def test_goal_check_takes_numpy_scalars_as_keras_logs_them():
     assert reaches_goal(np.float32(0.95), 0.9, "max") and not reaches_goal(np.float32(0.85), 0.9, "max")
     assert reaches_goal(np.float64(0.1), 0.2, "min") and not reaches_goal(np.float32("nan"), 0.2, "min")
     assert not reaches_goal(None, 0.9, "max")
+
+
+class _Trial:
+    """What the goal stopper reads of a Tune trial: its id and config."""
+
+    def __init__(self, trial_id: str, repeat: int, **params: object) -> None:
+        from hpo.config import REPEAT_KEY
+
+        self.trial_id = trial_id
+        self.config = {**params, REPEAT_KEY: repeat}
+
+
+def test_with_repeats_the_goal_is_the_mean_of_a_configurations_repeats():
+    from hpo.search import build_stopper
+
+    config = parse_sweep(base_sweep(objective={"metric": "val_accuracy", "goal": 0.9},
+                                    search={"algorithm": "random", "num_samples": 4, "repeats": 2}))
+    stopper = build_stopper(config)
+    # Configuration A: one lucky repeat (0.95) but a mean of 0.875, so the sweep goes on.
+    stopper("a0", {"val_accuracy": 0.7})
+    stopper("a0", {"val_accuracy": 0.95})
+    stopper("a0", {"val_accuracy": 0.93})  # its best epoch (0.95) is what counts, not its last
+    stopper("a1", {"val_accuracy": 0.8})
+    assert stopper.reached_by is None  # no single epoch ends anything with repeats
+    stopper.on_trial_complete(0, [], _Trial("a0", 0, lr=0.1))
+    stopper.on_trial_complete(0, [], _Trial("a1", 1, lr=0.1))
+    assert not stopper.stop_all() and stopper.reached_by is None
+    # Configuration B: 0.91 and 0.9 → mean 0.905, reached once both repeats have ended.
+    stopper("b0", {"val_accuracy": 0.91})
+    stopper("b1", {"val_accuracy": 0.9})
+    stopper("b1", {"val_accuracy": float("nan")})
+    stopper.on_trial_complete(0, [], _Trial("b1", 1, lr=0.2))
+    assert not stopper.stop_all()  # one repeat of B still running
+    stopper.on_trial_complete(0, [], _Trial("b0", 0, lr=0.2))
+    assert stopper.stop_all() and stopper.reached_by == "b0"
+
+
+def test_with_repeats_a_failed_repeat_keeps_its_configuration_from_the_goal():
+    from hpo.search import GoalStopper
+
+    stopper = GoalStopper("val_loss", "min", 0.2, repeats=2)
+    stopper("c0", {"val_loss": 0.1})
+    stopper.on_trial_complete(0, [], _Trial("c0", 0, lr=0.3))
+    stopper.on_trial_error(0, [], _Trial("c1", 1, lr=0.3))  # failed before its first epoch
+    assert not stopper.stop_all() and stopper.reached_by is None
+
+
+def test_with_repeats_the_worker_does_not_end_a_trial_at_the_goal():
+    from hpo.trial.spec import TrialSpec
+
+    objective = {"metric": "val_accuracy", "goal": 0.9}
+    one = parse_sweep(base_sweep(objective=objective))
+    two = parse_sweep(base_sweep(objective=objective, search={"algorithm": "random", "num_samples": 2,
+                                                              "repeats": 2}))
+    assert TrialSpec.from_config(one, None, None).goal == 0.9
+    assert TrialSpec.from_config(two, None, None).goal is None
+
+
+def test_summary_goal_with_repeats_takes_the_configurations_mean():
+    from hpo.sweep import goal_status
+
+    config = parse_sweep(base_sweep(objective={"metric": "val_accuracy", "goal": 0.9},
+                                    search={"algorithm": "random", "num_samples": 3, "repeats": 2}))
+    rows = [{"trial_id": "x_00000", "params": {"lr": 1}, "metric": 0.95},  # lucky repeat, mean 0.875
+            {"trial_id": "x_00001", "params": {"lr": 1}, "metric": 0.8},
+            {"trial_id": "x_00002", "params": {"lr": 2}, "metric": 0.91},
+            {"trial_id": "x_00003", "params": {"lr": 2}, "metric": 0.9},
+            {"trial_id": "x_00004", "params": {"lr": 3}, "metric": 0.99},
+            {"trial_id": "x_00005", "params": {"lr": 3}, "metric": None}]  # failed repeat
+    assert goal_status(config, rows) == {"value": 0.9, "reached": True, "trial_id": "x_00002",
+                                         "trial_ids": ["x_00002", "x_00003"]}
+    assert goal_status(config, rows[:2] + rows[4:])["reached"] is False
