@@ -9,10 +9,12 @@ and seed, so variants that suggest the same configurations share them. Not a sub
 ``search.py``: its figures are lower (Horovod shards and Petastorm's shuffle give other curves); use it to
 compare variants with each other.
 
-Variants: ``default`` (what hpo runs), ``rf2`` / ``rf4`` (reduction factor), ``startup2`` / ``startup8``
-(TPE's random start-up trials), ``bootstrap2`` (Optuna's bootstrap rule: the first 2 trials at each rung
-stop there), ``top_k`` (promotion as in the ASHA paper: continue only within the top ⌊n/rf⌋ of the rung,
-none while it holds fewer than rf), ``tell_best`` (TPE told each trial's best epoch, not its last).
+Variants: ``default`` (Tune's ASHA, hpo's default), ``rf2`` / ``rf4`` (reduction factor), ``startup2`` /
+``startup8`` (TPE's random start-up trials), ``bootstrap1`` / ``2`` / ``3`` (``scheduler.bootstrap_count``,
+Optuna's bootstrap rule: the first 1 / 2 / 3 trials at each rung stop there), ``top_k`` (promotion as in
+the ASHA paper: continue only within the top ⌊n/rf⌋ of the rung, none while it holds fewer than rf),
+``tell_best`` (TPE told each trial's best epoch, not its last), ``ei48`` (TPE scores 48 candidates, not
+24). Optuna 5's TPE is multivariate already.
 
 Writes ``benchmarks/results/search_sim.json``.
 """
@@ -40,9 +42,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "rf4": {"rf": 4},
     "startup2": {"startup": 2},
     "startup8": {"startup": 8},
+    "bootstrap1": {"bootstrap": 1},
     "bootstrap2": {"bootstrap": 2},
+    "bootstrap3": {"bootstrap": 3},
     "top_k": {"rule": "top_k"},
     "tell_best": {"tell_best": True},
+    "ei48": {"tpe": {"n_ei_candidates": 48}},
 }
 
 
@@ -126,12 +131,14 @@ def stops(recorded: list[float], value: float, rf: int, rule: str, bootstrap: in
 
 
 def tpe_asha(curves: Curves, seed: int, trials: int, target: float, rf: int = 3, startup: int = 4,
-             bootstrap: int = 0, rule: str = "tune", tell_best: bool = False) -> int | None:
+             bootstrap: int = 0, rule: str = "tune", tell_best: bool = False,
+             tpe: dict[str, Any] | None = None) -> int | None:
     """Epochs trained until one reached ``target`` (None: never, within ``trials``)."""
     import optuna
 
     study = optuna.create_study(direction="maximize",
-                                sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup))
+                                sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup,
+                                                                                   **(tpe or {})))
     rungs: dict[int, list[float]] = {}
     milestone = 1
     while milestone < MAX_T:
@@ -159,13 +166,35 @@ def tpe_asha(curves: Curves, seed: int, trials: int, target: float, rf: int = 3,
     return None
 
 
+def finite(value: float) -> float | None:
+    """``value`` rounded, or None for a seed (or median) that never reached B."""
+    return None if math.isinf(value) else round(value, 4)
+
+
+def paired(ratios: list[float], default: list[float | None], never: float) -> dict[str, Any]:
+    """Seed-by-seed against ``default``: seeds faster / slower, and the Wilcoxon signed-rank p-value.
+
+    A seed that never reached B counts as ``never`` (more epochs than TPE + ASHA could train) for the test.
+    """
+    from scipy.stats import wilcoxon
+
+    pairs = [(min(r, never), never if d is None else d) for r, d in zip(ratios, default, strict=True)]
+    diffs = [r - d for r, d in pairs if r != d]
+    return {
+        "faster": sum(r < d for r, d in pairs),
+        "slower": sum(r > d for r, d in pairs),
+        "wilcoxon_p": round(float(wilcoxon(diffs).pvalue), 4) if diffs else None,
+    }
+
+
 def main() -> None:
     """Runs every variant over the seeds and writes the JSON result."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--seeds", type=int, default=40)
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--tpe-trials", type=int, default=30)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated; default first for the "
+                        "paired comparison")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "hpo" / "search_sim_curves.jsonl"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "search_sim.json"))
     args = parser.parse_args()
@@ -188,10 +217,14 @@ def main() -> None:
             ratios.append(math.inf if reached is None else reached / budget)
         median = statistics.median(ratios)
         results[name] = {
-            "ratio_median": None if math.isinf(median) else round(median, 4),
+            "ratio_median": finite(median),
+            "ratio_median_by_half": [finite(statistics.median(ratios[: len(ratios) // 2])),
+                                     finite(statistics.median(ratios[len(ratios) // 2:]))],
             "reached": sum(not math.isinf(r) for r in ratios),
-            "ratios": [None if math.isinf(r) else round(r, 4) for r in ratios],
+            "ratios": [finite(r) for r in ratios],
         }
+        if name != "default" and "default" in results:
+            results[name]["vs_default"] = paired(ratios, results["default"]["ratios"], args.tpe_trials * MAX_T / budget)
         print(name, json.dumps(results[name]), flush=True)
     write_report({
         "benchmark": "search_sim",

@@ -185,6 +185,10 @@ class SchedulerConfig(_Model):
     type: Literal["asha", "hyperband", "median", "fifo"] = "asha"
     grace_period: int = Field(default=1, ge=1)
     reduction_factor: float = Field(default=2.0, gt=1)
+    #: ASHA only: a trial reaching a rung below ``max_epochs`` stops there while fewer than this many trials
+    #: reached that rung before it (Optuna's ``bootstrap_count``). 0: Tune's ASHA, where the first trial at a
+    #: rung has nothing to be compared with and always continues.
+    bootstrap_count: int = Field(default=0, ge=0)
 
 
 class EarlyStoppingConfig(_Model):
@@ -325,6 +329,11 @@ class SweepConfig(_Model):
             raise _KeyedError(
                 "search.startup_trials",
                 f"only optuna-tpe and optuna-gp have random start-up trials (not {algorithm}); remove it",
+            )
+        if self.scheduler.bootstrap_count and self.scheduler.type != "asha":
+            raise _KeyedError(
+                "scheduler.bootstrap_count",
+                f"only the asha scheduler has it (not {self.scheduler.type}); remove it or use type: asha",
             )
         for name, spec in self.space.items():
             for parent, value in (spec.when or {}).items():

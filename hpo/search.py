@@ -25,6 +25,7 @@ from ray.tune.schedulers import (
     MedianStoppingRule,
     TrialScheduler,
 )
+from ray.tune.schedulers.async_hyperband import _Bracket
 from ray.tune.search import BasicVariantGenerator, Repeater
 from ray.tune.search.optuna import OptunaSearch
 from ray.tune.stopper import Stopper
@@ -171,13 +172,64 @@ class CappedGrid(BasicVariantGenerator):
         return trial
 
 
+class _BootstrapBracket(_Bracket):
+    """Tune's ASHA bracket in which a trial stops at a rung that fewer than ``bootstrap`` trials reached before it.
+
+    Tune's cutoff of an empty rung is None, so the first trial there continues whatever its value: the
+    sweep's first (random) configuration always trains to ``max_t``, as does the first to reach each rung.
+    Optuna's ``SuccessiveHalvingPruner(bootstrap_count=...)`` stops them instead. The last rung (``max_t``)
+    is left alone: a trial there has finished.
+    """
+
+    def __init__(self, *args: Any, bootstrap: int, max_t: int, **kwargs: Any) -> None:
+        super().__init__(*args, max_t=max_t, **kwargs)
+        self._bootstrap = bootstrap
+        self._max_t = max_t
+
+    def on_result(self, trial: Any, cur_iter: int, cur_rew: float | None) -> str:
+        """STOP at a rung below ``max_t`` that fewer than ``bootstrap`` trials reached; otherwise Tune's rule."""
+        for milestone, recorded in self._rungs:
+            if cur_iter < milestone or trial.trial_id in recorded:
+                continue
+            if milestone < self._max_t and len(recorded) < self._bootstrap and cur_rew is not None:
+                recorded[trial.trial_id] = cur_rew
+                return TrialScheduler.STOP
+            break
+        return super().on_result(trial, cur_iter, cur_rew)
+
+
+class BootstrapASHA(AsyncHyperBandScheduler):
+    """Tune's ASHA with Optuna's ``bootstrap_count`` (see :class:`_BootstrapBracket`).
+
+    Args:
+        bootstrap_count: Trials that must have reached a rung before a trial may continue past it.
+        **kwargs: Passed to ``AsyncHyperBandScheduler`` (one bracket).
+    """
+
+    def __init__(self, bootstrap_count: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._brackets = [
+            _BootstrapBracket(
+                min_t=kwargs["grace_period"],
+                max_t=kwargs["max_t"],
+                reduction_factor=kwargs["reduction_factor"],
+                s=0,
+                stop_last_trials=self._stop_last_trials,
+                bootstrap=bootstrap_count,
+            )
+        ]
+
+
 def _asha(config: SweepConfig) -> TrialScheduler:
-    return AsyncHyperBandScheduler(
-        time_attr=TIME_ATTR,
-        max_t=config.trial.max_epochs,
-        grace_period=min(config.scheduler.grace_period, config.trial.max_epochs),
-        reduction_factor=config.scheduler.reduction_factor,
-    )
+    arguments = {
+        "time_attr": TIME_ATTR,
+        "max_t": config.trial.max_epochs,
+        "grace_period": min(config.scheduler.grace_period, config.trial.max_epochs),
+        "reduction_factor": config.scheduler.reduction_factor,
+    }
+    if config.scheduler.bootstrap_count:
+        return BootstrapASHA(config.scheduler.bootstrap_count, **arguments)
+    return AsyncHyperBandScheduler(**arguments)
 
 
 class FinishingHyperBand(HyperBandScheduler):

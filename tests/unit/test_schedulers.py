@@ -1,12 +1,14 @@
-"""HyperBand with trials that report a checkpoint every epoch: no trial is left paused at max_t."""
+"""Schedulers: HyperBand leaves no trial paused at max_t; ASHA's bootstrap_count stops the first trials at a rung."""
 
 from __future__ import annotations
 
+import pytest
 from ray.tune.experiment import Trial
-from ray.tune.schedulers import HyperBandScheduler, TrialScheduler
+from ray.tune.schedulers import AsyncHyperBandScheduler, HyperBandScheduler, TrialScheduler
 
 from hpo.config import parse_sweep
-from hpo.search import FinishingHyperBand, build_scheduler
+from hpo.errors import ConfigError
+from hpo.search import BootstrapASHA, FinishingHyperBand, build_scheduler
 from tests.conftest import base_sweep
 
 
@@ -61,3 +63,56 @@ def test_finishing_hyperband_stops_trials_at_max_t_instead_of_pausing():
     assert bracket.current_trials() == [second]
     assert scheduler.on_trial_result(controller, second, result(3, 0.8)) == TrialScheduler.STOP
     assert controller.stopped == []
+
+
+def asha(bootstrap: int, mode: str = "max") -> AsyncHyperBandScheduler:
+    """ASHA as a sweep builds it: rungs at 1, 3 and 9 epochs (grace 1, reduction 3, max 9)."""
+    scheduler = build_scheduler(parse_sweep(base_sweep(
+        scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 3, "bootstrap_count": bootstrap},
+        trial={"max_epochs": 9}, objective={"metric": "val_accuracy", "mode": mode},
+    ), "s.yaml"))
+    scheduler.set_search_properties("val_accuracy", mode)
+    return scheduler
+
+
+def decisions(scheduler: AsyncHyperBandScheduler, runs: dict[str, list[float]]) -> dict[str, int]:
+    """Feeds each trial's epochs in turn until the scheduler stops it; returns the epochs each trained."""
+    controller, trained = Controller(), {}
+    for trial_id, values in runs.items():
+        trial = Trial("t", trial_id=trial_id, stub=True)
+        scheduler.on_trial_add(controller, trial)
+        for epoch, value in enumerate(values, start=1):
+            trained[trial_id] = epoch
+            if scheduler.on_trial_result(controller, trial, result(epoch, value)) == TrialScheduler.STOP:
+                break
+    return trained
+
+
+# A poor first trial, then a worse one, then two good ones.
+RUNS = {"poor": [0.2] * 9, "worse": [0.1] * 9, "good": [0.9] * 9, "best": [0.95] * 9}
+
+
+def test_tunes_asha_lets_the_first_trial_at_each_rung_train_to_the_end():
+    scheduler = asha(0)
+    assert type(scheduler) is AsyncHyperBandScheduler
+    assert decisions(scheduler, RUNS) == {"poor": 9, "worse": 1, "good": 9, "best": 9}
+
+
+def test_bootstrap_count_stops_the_first_trials_at_each_rung():
+    scheduler = asha(1)
+    assert isinstance(scheduler, BootstrapASHA)
+    # poor: first at rung 1, stops; worse: below poor, stops; good: passes rung 1 but is the first at
+    # rung 3, stops there; best: passes both and trains to max_t (the last rung is not bootstrapped).
+    assert decisions(scheduler, RUNS) == {"poor": 1, "worse": 1, "good": 3, "best": 9}
+    two = decisions(asha(2), {**RUNS, "last": [0.97] * 9})
+    assert two == {"poor": 1, "worse": 1, "good": 3, "best": 3, "last": 9}
+
+
+def test_bootstrap_count_for_a_minimised_metric():
+    runs = {"a": [0.5] * 9, "b": [0.3] * 9, "c": [0.1] * 9}
+    assert decisions(asha(1, "min"), runs) == {"a": 1, "b": 3, "c": 9}
+
+
+def test_bootstrap_count_is_asha_only():
+    with pytest.raises(ConfigError, match=r"scheduler\.bootstrap_count"):
+        parse_sweep(base_sweep(scheduler={"type": "median", "bootstrap_count": 1}), "s.yaml")
