@@ -6,17 +6,22 @@ On the digits MLP (a cheap but real task), for each seed: random + FIFO runs ``-
 what is compared), and we count the epochs it trained, in order, until one epoch reached B. The
 ratio epochs-to-B / full budget is the figure (target ≤ 0.33); a seed where TPE + ASHA never reaches B
 counts as infinitely slow in the median. TPE + ASHA trials run one at a time, so the order of epochs is
-exact, and the sweep has ``objective.goal: B``, so it ends at the epoch that reaches B. Random search's
-configurations do not depend on results, so its trials run two at a time (only its best epoch counts).
+exact, and the sweep has ``objective.goal: B``, so it ends at the epoch that reaches B. ASHA runs with
+``scheduler.bootstrap_count: 1`` (``--bootstrap-count``; 0 is Tune's ASHA, which lets the first trial at
+each rung, the sweep's first random configuration included, train to the end whatever its value).
+Random search's configurations do not depend on results, so its trials run two at a time (only its best
+epoch counts).
 TPE gets its own seed (``SEED_OFFSET + s``) so its random start-up trials do not replay random search's
 draws, and models the space after ``--startup-trials`` random trials.
 GP + ASHA and grid + FIFO are run once as references. Also recorded: each one's best accuracy after a
 third of random search's budget (an anytime view). Counts epochs, not seconds.
 
-Why 20 seeds: the figure varies a lot from seed to seed (B is the luckiest single epoch of random
-search; the ratio ranged from 0.02 to never on 2026-11-24). The medians of the four blocks of 5 seeds
-were 0.51, 0.27, 0.12 and 0.33, so a 5-seed median says little; ``block_medians`` are reported too.
-~19 minutes on 2 cores.
+Why 40 seeds: the figure varies a lot from seed to seed (B is the luckiest single epoch of random
+search; the ratio ranged from 0.02 to never on 2026-11-24), and so do medians over few seeds: with Tune's
+ASHA the 5-seed blocks read 0.51, 0.27, 0.12, 0.33, 0.64, 0.44, 1.02 and 0.40, and with
+``bootstrap_count: 1`` the two 20-seed halves 0.25 and 0.57 (``block_medians`` are reported too).
+``--first-seed`` and ``--seeds`` pick the seeds, ``--merge`` makes one report of runs over different
+seeds. ~45 minutes on 2 cores.
 
 Writes ``benchmarks/results/search.json``.
 """
@@ -57,6 +62,7 @@ def sweep(
     validation_fraction: float = 0.2,
     goal: float | None = None,
     concurrent: int = 1,
+    bootstrap: int = 0,
 ) -> dict[str, Any]:
     space = SPACE
     if algorithm == "grid":
@@ -70,7 +76,8 @@ def sweep(
         "search": {"algorithm": algorithm, "num_samples": trials if algorithm != "grid" else 8,
                    "max_concurrent": concurrent, "seed": seed,
                    **({"startup_trials": startup} if startup and algorithm.startswith("optuna") else {})},
-        "scheduler": {"type": scheduler, "grace_period": 1, "reduction_factor": 3},
+        "scheduler": {"type": scheduler, "grace_period": 1, "reduction_factor": 3,
+                      **({"bootstrap_count": bootstrap} if scheduler == "asha" else {})},
         "trial": {"workers": 2, "cpus_per_worker": 0.5, "max_epochs": epochs, "batch_size_per_worker": 32,
                   "early_stopping": {"patience": epochs}},
         "space": space,
@@ -79,6 +86,8 @@ def sweep(
 
 #: TPE runs with seed SEED_OFFSET + s against random search's seed s.
 SEED_OFFSET = 1000
+#: The issue's target: TPE + ASHA reaches B within this share of random search's epochs.
+TARGET = 0.33
 
 
 def epochs_in_order(storage: Path, name: str) -> list[float]:
@@ -93,10 +102,65 @@ def finite(value: float) -> float | None:
     return None if math.isinf(value) else round(value, 4)
 
 
+def settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What a run's figures depend on besides its seeds (runs merged with ``--merge`` must agree on it)."""
+    return {
+        "trials": args.trials, "tpe_trials": args.tpe_trials, "max_epochs": args.epochs,
+        "tpe_startup_trials": args.startup_trials, "validation_fraction": args.validation_fraction,
+        "asha_bootstrap_count": args.bootstrap_count, "tpe_seed_offset": SEED_OFFSET,
+    }
+
+
+def figures(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+    """The per-seed rows and what is read from them: seeds reached, median ratio, block medians."""
+    ratios = [s["ratio"] for s in per_seed if s["ratio"] is not None]
+    # A seed that never reached B counts as slower than any that did.
+    ranked = [math.inf if s["ratio"] is None else s["ratio"] for s in per_seed]
+    return {
+        "per_seed": per_seed,
+        "reached_in": f"{len(ratios)}/{len(per_seed)} seeds",
+        "ratio_median": finite(statistics.median(ranked)) if ranked else None,
+        "seeds_at_or_under_target": f"{sum(r <= TARGET for r in ranked)}/{len(ranked)}",
+        "ratio_max_reached": max(ratios) if ratios else None,
+        # The median of each block of 5 consecutive seeds: what a 5-seed run would have reported.
+        "block_medians": [finite(statistics.median(ranked[i:i + 5])) for i in range(0, len(ranked) - 4, 5)],
+        "tpe_asha_ahead_after_third": "{}/{} seeds".format(
+            sum(s["best_after_third"]["tpe_asha"] > s["best_after_third"]["random_fifo"] for s in per_seed),
+            len(per_seed),
+        ),
+    }
+
+
+def merge(paths: list[str], out: str) -> None:
+    """One report from runs of the same settings over different seeds (``--first-seed``)."""
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    keys = ("trials", "tpe_trials", "max_epochs", "tpe_startup_trials", "validation_fraction",
+            "asha_bootstrap_count", "tpe_seed_offset")
+    for run, path in zip(runs[1:], paths[1:], strict=True):
+        differ = [k for k in keys if run.get(k) != runs[0].get(k)]
+        if differ:
+            raise SystemExit(f"error: {path}: {', '.join(differ)} differ from {paths[0]}; merge runs of one setting")
+    per_seed = sorted((s for run in runs for s in run["per_seed"]), key=lambda s: s["seed"])
+    seeds = [s["seed"] for s in per_seed]
+    if len(set(seeds)) != len(seeds):
+        raise SystemExit("error: the runs share seeds; merge runs over different --first-seed ranges")
+    write_report({
+        "benchmark": "search",
+        "task": runs[0]["task"],
+        **{k: runs[0][k] for k in keys},
+        "seeds": len(per_seed),
+        "merged_from": [{"file": Path(p).name, "when": r["when"], "wall_s": r["wall_s"], "first_seed":
+                         r.get("first_seed", 0), "seeds": r["seeds"]} for p, r in zip(paths, runs, strict=True)],
+        **figures(per_seed),
+        "references_seed0": next((r["references_seed0"] for r in runs if r.get("references_seed0")), {}),
+    }, out)
+
+
 def main() -> None:
     """Runs the comparison and writes the JSON result."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--seeds", type=int, default=40)
+    parser.add_argument("--first-seed", type=int, default=0, help="run seeds first-seed .. first-seed + seeds - 1")
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--epochs", type=int, default=9,
                         help="Epochs per trial (ASHA's max_t; with grace 1 and reduction 3 its rungs are 1, 3, 9)")
@@ -108,8 +172,17 @@ def main() -> None:
                              "noise of one epoch's accuracy but also the training rows, and trials learn slower "
                              "than ASHA's first rung can judge (TPE + ASHA missed B in both seeds tried)")
     parser.add_argument("--startup-trials", type=int, default=4, help="TPE / GP random start-up trials")
+    parser.add_argument("--bootstrap-count", type=int, default=1,
+                        help="ASHA's scheduler.bootstrap_count (0: Tune's ASHA, where the first trial at a rung "
+                             "always continues)")
+    parser.add_argument("--skip-references", action="store_true", help="do not run GP + ASHA and grid + FIFO")
+    parser.add_argument("--merge", nargs="+", metavar="JSON",
+                        help="write one report from earlier runs over different seeds instead of running")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "search.json"))
     args = parser.parse_args()
+    if args.merge:
+        merge(args.merge, args.out)
+        return
 
     import hpo
     from hpo.sweep import start_ray
@@ -126,12 +199,12 @@ def main() -> None:
                 goal: float | None = None, concurrent: int = 1) -> list[float]:
             config = hpo.SweepConfig.model_validate(
                 sweep(name, algorithm, scheduler, seed, trials, args.epochs, args.startup_trials,
-                      args.validation_fraction, goal, concurrent)
+                      args.validation_fraction, goal, concurrent, args.bootstrap_count)
             )
             hpo.tune(config, storage=storage)
             return epochs_in_order(storage, name)
 
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             baseline = run(f"random-fifo-{seed}", "random", "fifo", seed, concurrent=2)
             target = max(baseline)
             # A different seed: TPE's random start-up must not replay random search's own draws.
@@ -147,34 +220,24 @@ def main() -> None:
                 "best_after_third": {"random_fifo": max(baseline[:third]), "tpe_asha": max(tpe[:third])},
             })
             print(json.dumps(per_seed[-1]), flush=True)
-        for label, algorithm, scheduler in (("gp-asha", "optuna-gp", "asha"), ("grid-fifo", "grid", "fifo")):
+        for label, algorithm, scheduler in () if args.skip_references else (
+            ("gp-asha", "optuna-gp", "asha"), ("grid-fifo", "grid", "fifo")
+        ):
             values = run(label, algorithm, scheduler, 0)
             references[label] = {"best": max(values), "epochs": len(values)}
         import ray
 
         ray.shutdown()
         os.chdir(ROOT)
-    ratios = [s["ratio"] for s in per_seed if s["ratio"] is not None]
-    # A seed that never reached B counts as slower than any that did.
-    ranked = [math.inf if s["ratio"] is None else s["ratio"] for s in per_seed]
     report = {
         "benchmark": "search",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "task": "digits MLP, 2 Horovod workers, batch 32/worker",
-        "trials": args.trials, "tpe_trials": args.tpe_trials, "max_epochs": args.epochs, "seeds": args.seeds,
-        "tpe_startup_trials": args.startup_trials, "validation_fraction": args.validation_fraction,
-        "tpe_seed_offset": SEED_OFFSET,
+        **settings(args),
+        "seeds": args.seeds,
+        "first_seed": args.first_seed,
         "wall_s": round(time.time() - began, 1),
-        "per_seed": per_seed,
-        "reached_in": f"{len(ratios)}/{len(per_seed)} seeds",
-        "ratio_median": finite(statistics.median(ranked)) if ranked else None,
-        "ratio_max_reached": max(ratios) if ratios else None,
-        # The median of each block of 5 consecutive seeds: what a 5-seed run would have reported.
-        "block_medians": [finite(statistics.median(ranked[i:i + 5])) for i in range(0, len(ranked) - 4, 5)],
-        "tpe_asha_ahead_after_third": "{}/{} seeds".format(
-            sum(s["best_after_third"]["tpe_asha"] > s["best_after_third"]["random_fifo"] for s in per_seed),
-            len(per_seed),
-        ),
+        **figures(per_seed),
         "references_seed0": references,
     }
     write_report(report, args.out)
