@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -14,3 +15,8 @@ def write_report(report: dict[str, Any], out: str | Path) -> None:
     text = json.dumps(report, indent=2)
     path.write_text(text)
     print(text)
+
+
+def finite(value: float) -> float | None:
+    """``value`` rounded, or None for infinity (a seed, or a median over seeds, that never reached B)."""
+    return None if math.isinf(value) else round(value, 4)

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from _report import write_report
+from _report import finite, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACE = {
@@ -95,11 +95,6 @@ def epochs_in_order(storage: Path, name: str) -> list[float]:
     frames = [pd.read_csv(p, float_precision="round_trip") for p in (storage / name).glob("*/progress.csv")]
     frames.sort(key=lambda f: f["timestamp"].iloc[0])
     return [float(v) for f in frames for v in f["val_accuracy"]]
-
-
-def finite(value: float) -> float | None:
-    """``value`` rounded, or None for infinity (a median over seeds that mostly never reached B)."""
-    return None if math.isinf(value) else round(value, 4)
 
 
 def settings(args: argparse.Namespace) -> dict[str, Any]:

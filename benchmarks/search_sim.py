@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _report import write_report
+from _report import finite, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_T = 9
@@ -164,11 +164,6 @@ def tpe_asha(curves: Curves, seed: int, trials: int, target: float, rf: int = 3,
         else:
             study.tell(trial, max(curve) if tell_best else curve[-1])
     return None
-
-
-def finite(value: float) -> float | None:
-    """``value`` rounded, or None for a seed (or median) that never reached B."""
-    return None if math.isinf(value) else round(value, 4)
 
 
 def paired(ratios: list[float], default: list[float | None], never: float) -> dict[str, Any]:

@@ -6,6 +6,7 @@ Every model is frozen and forbids unknown keys. Validation errors become one-lin
 
 from __future__ import annotations
 
+import json
 import numbers
 import re
 from pathlib import Path
@@ -33,6 +34,16 @@ def reaches_goal(value: object, goal: float, mode: str) -> bool:
     if not isinstance(value, numbers.Real) or value != value:
         return False
     return value >= goal if mode == "max" else value <= goal
+
+
+def repeats_reach_goal(values: list[float | None], goal: float, mode: str) -> bool:
+    """Whether the mean of a configuration's repeats reaches ``objective.goal`` (a repeat without a value: no)."""
+    return bool(values) and None not in values and reaches_goal(sum(values) / len(values), goal, mode)
+
+
+def configuration_key(params: dict[str, Any]) -> str:
+    """One string per configuration: its parameters without the repeat index, so its repeats share it."""
+    return json.dumps({k: v for k, v in params.items() if k != REPEAT_KEY}, sort_keys=True, default=str)
 
 
 _URL_SCHEMES = ("file://", "s3://", "gs://", "gcs://", "hdfs://", "builtin:")

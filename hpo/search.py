@@ -8,7 +8,6 @@ expansion. ``search.repeats`` wraps the searcher in Tune's ``Repeater``: each sa
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import numbers
@@ -30,7 +29,7 @@ from ray.tune.search import BasicVariantGenerator, Repeater
 from ray.tune.search.optuna import OptunaSearch
 from ray.tune.stopper import Stopper
 
-from hpo.config import FINISHED_KEY, REPEAT_KEY, SweepConfig, reaches_goal
+from hpo.config import FINISHED_KEY, SweepConfig, configuration_key, reaches_goal, repeats_reach_goal
 from hpo.space import define_by_run
 from hpo.warmstart import Mode, seed_study
 
@@ -348,15 +347,13 @@ class GoalStopper(Stopper, Callback):
             self.settled = True
 
     def _end_repeat(self, trial: Any) -> None:
-        params = {k: v for k, v in (trial.config or {}).items() if k != REPEAT_KEY}
-        group = self._groups.setdefault(json.dumps(params, sort_keys=True, default=str), [])
+        group = self._groups.setdefault(configuration_key(trial.config or {}), [])
         group.append((trial.trial_id, self._best.get(trial.trial_id)))
         if len(group) < self.repeats:
             return
         done = group[: self.repeats]
         del group[: self.repeats]  # the same configuration drawn again is a new group
-        values = [v for _, v in done]
-        if self.reached_by is None and None not in values and self.reached(sum(values) / len(values)):
+        if self.reached_by is None and repeats_reach_goal([v for _, v in done], self.goal, self.mode):
             self.reached_by = min(t for t, _ in done)
             self.settled = True
             logger.info("configuration of trial %s reached the goal %s %s over %d repeats: stopping the sweep",

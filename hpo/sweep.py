@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import hpo._env as _env
-from hpo.config import FINISHED_KEY, REPEAT_KEY, SweepConfig, reaches_goal
+from hpo.config import FINISHED_KEY, REPEAT_KEY, SweepConfig, configuration_key, reaches_goal, repeats_reach_goal
 from hpo.data import (
     DatasetInfo,
     builtin_digits,
@@ -414,12 +414,11 @@ def goal_status(config: SweepConfig, rows: list[dict[str, Any]]) -> dict[str, An
         return {"value": goal, "reached": bool(hit), "trial_id": hit[0] if hit else None}
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: r["trial_id"]):
-        groups.setdefault(json.dumps(row["params"], sort_keys=True, default=str), []).append(row)
+        groups.setdefault(configuration_key(row["params"]), []).append(row)
     reaching = []
     for group in groups.values():
         for i in range(0, len(group) - repeats + 1, repeats):  # the same configuration drawn again: a new group
-            values = [r["metric"] for r in group[i:i + repeats]]
-            if None not in values and reaches_goal(sum(values) / repeats, goal, mode):
+            if repeats_reach_goal([r["metric"] for r in group[i:i + repeats]], goal, mode):
                 reaching.append([r["trial_id"] for r in group[i:i + repeats]])
     first = min(reaching, default=None)
     return {"value": goal, "reached": first is not None, "trial_id": first[0] if first else None,
