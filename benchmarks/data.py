@@ -21,7 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import hpo._env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow loads)
+from hpo import _env
+
+_env.apply()  # TF_USE_LEGACY_KERAS before TensorFlow loads
 
 RESULTS = Path(__file__).resolve().parent / "results" / "data.json"
 

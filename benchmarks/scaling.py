@@ -80,9 +80,11 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "scaling.json"))
     args = parser.parse_args()
 
-    import hpo._env  # noqa: F401
+    from hpo import _env
+
+    _env.apply()  # TF_USE_LEGACY_KERAS before TensorFlow loads
     from hpo.data import path_to_url, write_dataset
-    from hpo.sweep import start_ray
+    from hpo.ray_session import start_ray
 
     report: dict[str, Any] = {
         "benchmark": "scaling",

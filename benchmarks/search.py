@@ -180,7 +180,7 @@ def main() -> None:
         return
 
     import hpo
-    from hpo.sweep import start_ray
+    from hpo.ray_session import start_ray
 
     began = time.time()
     per_seed = []

@@ -6,9 +6,11 @@ Ray's pyarrow floor must be waived for Petastorm, and the start-up noise of TF i
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import warnings
+from collections.abc import Iterator
 
 #: Variables set (if the user has not set them) in the driver and passed to every Ray worker.
 WORKER_ENV: dict[str, str] = {
@@ -28,8 +30,16 @@ WORKER_ENV: dict[str, str] = {
 }
 
 
+def worker_env() -> dict[str, str]:
+    """The hpo variables as Ray workers get them (``runtime_env``): the user's own values win."""
+    return {key: os.environ.get(key, value) for key, value in WORKER_ENV.items()}
+
+
 def apply() -> dict[str, str]:
-    """Sets the hpo defaults in ``os.environ`` without overriding the user's own values.
+    """Sets up one of hpo's own processes (the CLI, a worker): environment, warning filters, log levels.
+
+    The user's own values of the variables are kept. Library callers use :func:`applied` instead, which
+    undoes everything when the sweep ends.
 
     Returns:
         The effective values of the hpo variables, for Ray's ``runtime_env``.
@@ -43,7 +53,27 @@ def apply() -> dict[str, str]:
         # A failed trial is reported in one line by hpo (and kept in summary.json); Tune's traceback
         # for it is shown with HPO_DEBUG=1.
         logging.getLogger("ray.tune").setLevel(logging.CRITICAL)
-    return {key: os.environ[key] for key in WORKER_ENV}
+    return worker_env()
 
 
-apply()
+@contextlib.contextmanager
+def applied() -> Iterator[dict[str, str]]:
+    """:func:`apply` for the duration of a block (a sweep run from Python), then the caller's process as it was.
+
+    Yields:
+        The effective values of the hpo variables.
+    """
+    added = [key for key in WORKER_ENV if key not in os.environ]
+    loggers = {name: logging.getLogger(name).level for name in _LOGGERS}
+    with warnings.catch_warnings():
+        try:
+            yield apply()
+        finally:
+            for key in added:
+                os.environ.pop(key, None)
+            for name, level in loggers.items():
+                logging.getLogger(name).setLevel(level)
+
+
+#: Loggers :func:`apply` quiets.
+_LOGGERS = ("alembic", "ray.tune")

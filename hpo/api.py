@@ -6,8 +6,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hpo import _env
 from hpo.config import SweepConfig, load_sweep
-from hpo.sweep import DEFAULT_STORAGE, TuneResult, run_sweep
+from hpo.options import DEFAULT_STORAGE, RunOptions
+from hpo.summary import TuneResult
 
 
 def _source(sweep: str | Path | SweepConfig) -> str:
@@ -79,18 +81,24 @@ def tune(
         ConfigError: Bad sweep file, data or model reference (nothing has run yet); also a sweep with
             ``data.partitions``, which :func:`tune_partitions` runs.
     """
-    config, source = _load(sweep, _overrides(num_samples, name, mlflow_uri))
-    return run_sweep(
-        config,
-        source=source,
-        storage=storage,
-        address=address,
-        resume=resume,
-        console=console,
-        warm_start=warm_start,
-        warm_start_k=warm_start_k,
-        warm_start_mode=warm_start_mode,
-    )
+    options = RunOptions.create(storage=storage, address=address, resume=resume, console=console,
+                                warm_start=warm_start, warm_start_k=warm_start_k, warm_start_mode=warm_start_mode)
+    return run(sweep, options, overrides=_overrides(num_samples, name, mlflow_uri))
+
+
+def run(sweep: str | Path | SweepConfig, options: RunOptions, overrides: dict[str, Any] | None = None) -> TuneResult:
+    """Runs one sweep with ready-made options (what :func:`tune` and the CLI call).
+
+    Args:
+        sweep: A sweep file path or a :class:`SweepConfig`.
+        options: How to run it.
+        overrides: Dotted sweep-file keys to replace, e.g. ``{"search.num_samples": 4}``.
+    """
+    from hpo.sweep import run_sweep
+
+    config, source = _load(sweep, overrides or {})
+    with _env.applied():
+        return run_sweep(config, options, source=source)
 
 
 def tune_partitions(
@@ -141,10 +149,27 @@ def tune_partitions(
         ConfigError: Both or neither of ``partitions``/``partition_by`` given, or a partition whose data,
             model or tracking store is unusable (nothing has run yet).
     """
+    options = RunOptions.create(storage=storage, address=address, resume=resume, console=console,
+                                warm_start=warm_start, warm_start_k=warm_start_k, warm_start_mode=warm_start_mode)
+    return run_partitioned(
+        sweep, options, partitions=partitions, partition_by=partition_by,
+        overrides=_overrides(num_samples, name, mlflow_uri),
+    )
+
+
+def run_partitioned(
+    sweep: str | Path | SweepConfig,
+    options: RunOptions,
+    *,
+    partitions: Mapping[str, str] | Sequence[str] | None = None,
+    partition_by: str | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, TuneResult]:
+    """Runs one sweep per partition with ready-made options (what :func:`tune_partitions` and the CLI call)."""
     from hpo.errors import ConfigError
     from hpo.partition import named_urls, run_partitions, split
 
-    overrides = _overrides(num_samples, name, mlflow_uri)
+    overrides = dict(overrides or {})
     if partitions is not None:
         where = _source(sweep)
         if partition_by:
@@ -154,16 +179,6 @@ def tune_partitions(
         overrides["data.partitions"] = named_urls(partitions, where, "partitions")
         overrides["data.train"] = None
     config, source = _load(sweep, overrides)
-    storage = Path(storage)
-    parts = split(config, partition_by=partition_by, storage=storage.resolve(), source=source)
-    return run_partitions(
-        parts,
-        source=source,
-        storage=storage,
-        address=address,
-        resume=resume,
-        console=console,
-        warm_start=warm_start,
-        warm_start_k=warm_start_k,
-        warm_start_mode=warm_start_mode,
-    )
+    parts = split(config, partition_by=partition_by, storage=options.storage, source=source)
+    with _env.applied():
+        return run_partitions(parts, options, source=source)

@@ -112,12 +112,11 @@ def validate_cluster_file(path: str | Path) -> ClusterFileInfo:
 
 def _ray_validate(raw: dict[str, Any], source: str) -> dict[str, Any]:
     """Runs Ray's own validation; returns the config as Ray will use it (defaults merged)."""
-    import logging
-
     import jsonschema
-    from ray.autoscaler._private.util import prepare_config, validate_config  # hpo/__init__ set the env first
 
-    logging.getLogger("ray.autoscaler._private.util").setLevel(logging.WARNING)  # "setting max workers ..."
+    from hpo.compat import ray_cluster_config_tools
+
+    prepare_config, validate_config = ray_cluster_config_tools()
 
     provider = raw.get("provider")
     if not isinstance(provider, dict) or not isinstance(provider.get("type"), str):
@@ -365,9 +364,9 @@ def autoscaler_node_types() -> tuple[list[NodeShape], int] | None:
 
 def _gcs_node_types() -> tuple[list[NodeShape], int] | None:
     try:
-        from ray._private.state import state
+        from hpo.compat import gcs_cluster_config
 
-        cluster_config = state.get_cluster_config()
+        cluster_config = gcs_cluster_config()
     except Exception:  # noqa: BLE001 - an internal API; absent or changed means "not known"
         return None
     if cluster_config is None or not cluster_config.node_group_configs:

@@ -6,8 +6,6 @@ Every model is frozen and forbids unknown keys. Validation errors become one-lin
 
 from __future__ import annotations
 
-import json
-import numbers
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -19,33 +17,6 @@ from hpo.errors import ConfigError
 
 _MODEL_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-#: Config key Tune's Repeater sets on each trial: its repeat index (0..repeats-1).
-REPEAT_KEY = "__trial_index__"
-#: Result key every epoch report carries: True on a trial's last epoch (max_epochs or patience), so a trial
-#: that ended without it was stopped by the scheduler.
-FINISHED_KEY = "trial_finished"
-
-
-def reaches_goal(value: object, goal: float, mode: str) -> bool:
-    """Whether an objective ``value`` reaches ``objective.goal``: at least it for ``max``, at most for ``min``.
-
-    A missing (non-numeric) or NaN value never does; NumPy scalars (Keras' epoch logs) count as numbers.
-    """
-    if not isinstance(value, numbers.Real) or value != value:
-        return False
-    return value >= goal if mode == "max" else value <= goal
-
-
-def repeats_reach_goal(values: list[float | None], goal: float, mode: str) -> bool:
-    """Whether the mean of a configuration's repeats reaches ``objective.goal`` (a repeat without a value: no)."""
-    return bool(values) and None not in values and reaches_goal(sum(values) / len(values), goal, mode)
-
-
-def configuration_key(params: dict[str, Any]) -> str:
-    """One string per configuration: its parameters without the repeat index, so its repeats share it."""
-    return json.dumps({k: v for k, v in params.items() if k != REPEAT_KEY}, sort_keys=True, default=str)
-
-
 _URL_SCHEMES = ("file://", "s3://", "gs://", "gcs://", "hdfs://", "builtin:")
 
 
@@ -384,11 +355,6 @@ class SweepConfig(_Model):
             if spec.type == "grid" or (self.search.algorithm == "grid" and spec.type == "categorical"):
                 size *= len(spec.values or spec.choices or [])
         return size
-
-    @property
-    def global_batch_size(self) -> int:
-        """The batch size summed over all workers of a trial."""
-        return self.trial.batch_size_per_worker * self.trial.workers
 
     @property
     def loss(self) -> str:

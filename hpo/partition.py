@@ -17,13 +17,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from hpo.config import SweepConfig, partition_label
 from hpo.data import declared_shapes, path_to_url, url_to_path, write_dataset
 from hpo.errors import ConfigError
-from hpo.sweep import TuneResult, preflight, run_sweep, start_ray
+from hpo.options import RunOptions
+from hpo.preflight import preflight
+from hpo.ray_session import start_ray, stop_ray
+from hpo.summary import TuneResult
+from hpo.sweep import run_sweep
 
 _NAMED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=(.+)$")
 
@@ -146,31 +150,16 @@ def split(
     return by_urls(config)
 
 
-def run_partitions(
-    parts: list[tuple[str, SweepConfig]],
-    *,
-    source: str,
-    storage: str | Path,
-    address: str | None = None,
-    resume: bool = False,
-    console: Any = None,
-    warm_start: str | None = None,
-    warm_start_k: int = 5,
-    warm_start_mode: str = "prior",
-) -> dict[str, TuneResult]:
+def run_partitions(parts: list[tuple[str, SweepConfig]], options: RunOptions, *, source: str) -> dict[str, TuneResult]:
     """Checks every partition, then runs them one after another on one Ray session.
+
+    A warm start from a previous sweep's name seeds partition ``P`` from ``NAME-P`` (a partition of the
+    same name); a ``summary.json`` path seeds every partition.
 
     Args:
         parts: ``(partition name, config)`` pairs, from :func:`split`.
+        options: How to run them (one local Ray is shared by all partitions unless ``address`` is set).
         source: The sweep file (for error messages; each names its partition).
-        storage: Directory that holds sweeps.
-        address: Ray address; default: a new local Ray, shared by all partitions.
-        resume: Continue each partition's sweep where it stopped (finished partitions run no more trials).
-        console: A ``rich`` console for progress lines (None: quiet).
-        warm_start: A previous sweep's name: partition ``P`` is seeded from ``WARM_START-P`` (a partition of
-            the same name); or a ``summary.json`` path, which seeds every partition.
-        warm_start_k: How many of its best configurations to take.
-        warm_start_mode: ``prior`` or ``reevaluate``.
 
     Returns:
         Partition name → its result, in the order run.
@@ -178,48 +167,23 @@ def run_partitions(
     Raises:
         ConfigError: If any partition fails its checks (before anything runs).
     """
-    storage = Path(storage).resolve()
+    from hpo.search import previous_best
+
     checked = []
     for label, config in parts:
         where = f"{source} (partition {label})"
-        warm = _warm_start_of(label, warm_start)
+        warm = options.warm_start.for_partition(label) if options.warm_start else None
         if warm:
-            from hpo.warmstart import previous_best
-
-            previous_best(_summary_path(storage, warm), config, warm_start_k)  # raises if unusable
-        checked.append((label, config, where, warm, preflight(config, storage, where)))
-    started_ray = start_ray(address)
+            previous_best(warm.summary_path(options.storage), config, warm.k)  # raises if unusable
+        checked.append((label, config, where, replace(options, warm_start=warm),
+                        preflight(config, options.storage, where)))
+    started_ray = start_ray(options.address)
     results: dict[str, TuneResult] = {}
     try:
-        for label, config, where, warm, spec in checked:
-            if console is not None:
-                console.print(f"== partition {label}: sweep {config.name}", highlight=False)
-            results[label] = run_sweep(
-                config,
-                source=where,
-                storage=storage,
-                address=address,
-                resume=resume,
-                console=console,
-                warm_start=warm,
-                warm_start_k=warm_start_k,
-                warm_start_mode=warm_start_mode,
-                spec=spec,
-            )
+        for label, config, where, part_options, spec in checked:
+            if options.console is not None:
+                options.console.print(f"== partition {label}: sweep {config.name}", highlight=False)
+            results[label] = run_sweep(config, part_options, source=where, spec=spec)
     finally:
-        if started_ray:
-            import ray
-
-            ray.shutdown()
+        stop_ray(started_ray)
     return results
-
-
-def _warm_start_of(label: str, warm_start: str | None) -> str | None:
-    """The previous sweep partition ``label`` warm-starts from: ``NAME-label``, or a summary.json as given."""
-    if not warm_start or warm_start.endswith(".json"):
-        return warm_start
-    return f"{warm_start}-{label}"
-
-
-def _summary_path(storage: Path, warm_start: str) -> Path:
-    return Path(warm_start) if warm_start.endswith(".json") else storage / warm_start / "summary.json"

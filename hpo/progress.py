@@ -7,7 +7,7 @@ from typing import Any
 
 from ray.tune import Callback
 
-from hpo.config import FINISHED_KEY
+from hpo.trial.protocol import trial_status
 
 
 class ConsoleProgress(Callback):
@@ -51,8 +51,7 @@ class ConsoleProgress(Callback):
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """Prints a completed or scheduler-stopped trial."""
-        last = trial.last_result or {}
-        self._line(trial, "completed" if last.get(FINISHED_KEY) else "stopped early")
+        self._line(trial, trial_status(trial.last_result, False).replace("_", " "))
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """Prints a failed trial with the last line of its error."""

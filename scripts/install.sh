@@ -35,7 +35,7 @@ if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get 
 fi
 # Fail loudly if the stack does not import together.
 "$venv/bin/python" - <<'PY'
-import hpo._env  # noqa: F401
+import hpo._env; hpo._env.apply()
 import horovod.tensorflow.keras, petastorm, ray.tune, mlflow, optuna, tf_keras  # noqa: F401,E401
 from ray.tune.search.optuna import OptunaSearch  # noqa: F401
 print("stack ok")

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-import hpo._env  # noqa: F401  (TF_USE_LEGACY_KERAS etc. before anything imports TensorFlow)
+from hpo import _env
+
+_env.apply()  # TF_USE_LEGACY_KERAS before TensorFlow loads
 
 ROOT = Path(__file__).resolve().parents[1]
 HPO = str(Path(sys.executable).with_name("hpo"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -16,6 +15,8 @@ from hpo.cli.errors import one_line_errors
 from hpo.cli.sync import sync
 from hpo.cli.ui import ui
 from hpo.errors import ConfigError
+from hpo.options import DEFAULT_STORAGE
+from hpo.summary import read_summary
 
 app = typer.Typer(
     help="Hyperparameter sweeps of Keras models: Ray Tune + Horovod + Petastorm + MLflow.",
@@ -39,7 +40,7 @@ def tune(
     name: Annotated[Optional[str], typer.Option(help="Override the sweep name.")] = None,
     num_samples: Annotated[Optional[int], typer.Option(help="Override search.num_samples.")] = None,
     address: Annotated[Optional[str], typer.Option(help="Ray address (auto, ray://host:10001).")] = None,
-    storage: Storage = Path("hpo_runs"),
+    storage: Storage = Path(DEFAULT_STORAGE),
     mlflow_uri: Annotated[Optional[str], typer.Option(help="Override tracking.mlflow_uri.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue an interrupted sweep of this name.")] = False,
     warm_start: Annotated[
@@ -63,37 +64,26 @@ def tune(
 
     With --partition-by, --partition or data.partitions in the file: one sweep per partition.
     """
-    from hpo.api import tune as run
+    from hpo.api import _overrides, run, run_partitioned
+    from hpo.options import RunOptions
 
-    if warm_start_mode not in ("prior", "reevaluate"):
-        raise ConfigError(f"--warm-start-mode: '{warm_start_mode}' is not allowed; use prior or reevaluate")
     if partition_by and partition:
         raise ConfigError(f"{file}: --partition-by: cannot be combined with --partition; use one of them")
-    shared = {
-        "num_samples": num_samples,
-        "name": name,
-        "storage": storage,
-        "mlflow_uri": mlflow_uri,
-        "address": address,
-        "resume": resume,
-        "console": console,
-        "warm_start": warm_start,
-        "warm_start_k": warm_start_k,
-        "warm_start_mode": warm_start_mode,
-    }
+    options = RunOptions.create(storage=storage, address=address, resume=resume, console=console,
+                                warm_start=warm_start, warm_start_k=warm_start_k, warm_start_mode=warm_start_mode)
+    overrides = _overrides(num_samples, name, mlflow_uri)
     if partition_by or partition or _lists_partitions(file):
-        from hpo.api import tune_partitions
         from hpo.partition import named_urls
 
         urls = named_urls(partition, str(file)) if partition else None
-        results = tune_partitions(file, partitions=urls, partition_by=partition_by, **shared)
+        results = run_partitioned(file, options, partitions=urls, partition_by=partition_by, overrides=overrides)
         for part in results.values():
             _print_summary(part.summary)
             console.print(f"summary: {part.summary_path}", highlight=False)
         if any(part.best_metric is None for part in results.values()):
             raise typer.Exit(1)
         return
-    result = run(file, **shared)
+    result = run(file, options, overrides)
     _print_summary(result.summary)
     console.print(f"summary: {result.summary_path}", highlight=False)
     if result.best_metric is None:
@@ -112,7 +102,7 @@ def _lists_partitions(file: Path) -> bool:
 @one_line_errors
 def validate(
     file: Annotated[Path, typer.Argument(help="Sweep file (YAML).")],
-    storage: Storage = Path("hpo_runs"),
+    storage: Storage = Path(DEFAULT_STORAGE),
 ) -> None:
     """Check a sweep file, its data and its model reference without running anything.
 
@@ -120,8 +110,8 @@ def validate(
     """
     from hpo.config import load_sweep
     from hpo.partition import by_urls
-    from hpo.search import planned_trials
-    from hpo.sweep import preflight
+    from hpo.preflight import preflight
+    from hpo.search.budget import planned_trials
 
     config = load_sweep(file)
     parts = by_urls(config) if config.data.partitions else [(None, config)]
@@ -135,13 +125,6 @@ def validate(
             f"{spec.validation.num_rows} rows, {spec.train.feature_dim} features",
             highlight=False,
         )
-
-
-def _load_summary(name: str, storage: Path) -> dict:
-    path = storage / name / "summary.json"
-    if not path.is_file():
-        raise ConfigError(f"{path}: (file): no summary for sweep '{name}'; run 'hpo tune' first or pass --storage")
-    return json.loads(path.read_text())
 
 
 def _print_summary(summary: dict) -> None:
@@ -174,9 +157,9 @@ def _print_summary(summary: dict) -> None:
 
 @app.command()
 @one_line_errors
-def status(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: Storage = Path("hpo_runs")) -> None:
+def status(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: Storage = Path(DEFAULT_STORAGE)) -> None:
     """One line per trial of a finished sweep, from its summary.json."""
-    summary = _load_summary(name, storage)
+    summary = read_summary(storage.resolve(), name)
     counts: dict[str, int] = {}
     for row in summary["trials"]:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
@@ -188,13 +171,16 @@ def status(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: St
 
 @app.command()
 @one_line_errors
-def report(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: Storage = Path("hpo_runs")) -> None:
+def report(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: Storage = Path(DEFAULT_STORAGE)) -> None:
     """The results table of a finished sweep, from its summary.json."""
-    _print_summary(_load_summary(name, storage))
+    _print_summary(read_summary(storage.resolve(), name))
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: sets this process up as hpo's own (environment, warnings, log levels)."""
+    from hpo import _env
+
+    _env.apply()
     app()
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from pathlib import Path
@@ -12,6 +11,8 @@ import typer
 
 from hpo.cli.errors import one_line_errors
 from hpo.errors import ConfigError, HpoError
+from hpo.options import DEFAULT_STORAGE
+from hpo.summary import read_summary
 
 DEFAULT_URI = "sqlite:///mlflow.db"
 
@@ -25,10 +26,7 @@ def backend_uri(name: str | None, storage: Path, mlflow_uri: str | None) -> str:
     from hpo.tracking import is_local, normalize_uri
 
     if mlflow_uri is None and name is not None:
-        path = storage / name / "summary.json"
-        if not path.is_file():
-            raise ConfigError(f"{path}: (file): no summary for sweep '{name}'; run 'hpo tune' first or pass --storage")
-        mlflow_uri = json.loads(path.read_text())["mlflow"]["uri"]
+        mlflow_uri = read_summary(storage.resolve(), name)["mlflow"]["uri"]
     uri = normalize_uri(mlflow_uri or DEFAULT_URI)
     if not is_local(uri):
         raise ConfigError(f"--mlflow-uri: {uri} is already a server; open it in a browser instead of 'hpo ui'")
@@ -44,12 +42,12 @@ def _interrupt(signum: int, frame: object) -> None:
 @one_line_errors
 def ui(
     name: Annotated[Optional[str], typer.Argument(help="Sweep whose store to serve (from its summary).")] = None,
-    storage: Annotated[Path, typer.Option("--storage", help="Directory holding sweeps.")] = Path("hpo_runs"),
+    storage: Annotated[Path, typer.Option("--storage", help="Directory holding sweeps.")] = Path(DEFAULT_STORAGE),
     mlflow_uri: Annotated[Optional[str], typer.Option(help="Tracking store to serve (sqlite:/// or a path).")] = None,
     port: Annotated[Optional[int], typer.Option(help="Port on 127.0.0.1 (default: a free one).")] = None,
 ) -> None:
     """Start the MLflow UI (a real mlflow server) on 127.0.0.1; Ctrl-C stops it."""
-    from hpo.mlflow_server import MlflowServer
+    from hpo.tracking import MlflowServer
 
     storage = storage.resolve()
     uri = backend_uri(name, storage, mlflow_uri)

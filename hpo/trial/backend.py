@@ -18,6 +18,9 @@ from typing import Any, Protocol
 
 import ray
 
+from hpo import compat
+from hpo.trial.protocol import Message
+
 #: Seconds to wait for Gloo rendezvous before a trial fails.
 RENDEZVOUS_TIMEOUT_S = 120
 
@@ -50,13 +53,13 @@ class _Channel:
     """Rank 0 → driver messages and driver → workers stop requests (a zero-CPU actor per group)."""
 
     def __init__(self) -> None:
-        self.messages: list[dict[str, Any]] = []
+        self.messages: list[Message] = []
         self.stop_requested = False
 
-    def put(self, message: dict[str, Any]) -> None:
+    def put(self, message: Message) -> None:
         self.messages.append(message)
 
-    def drain(self) -> list[dict[str, Any]]:
+    def drain(self) -> list[Message]:
         out, self.messages = self.messages, []
         return out
 
@@ -95,7 +98,7 @@ class HorovodBackend:
         started = time.time()
         self.executor.start()
         self.start_s = time.time() - started
-        self.actors = list(self.executor.adapter.workers)
+        self.actors = compat.horovod_worker_actors(self.executor)
         self._warm = False
 
     @property
@@ -115,10 +118,6 @@ class HorovodBackend:
         """Runs ``fn(*args)`` on every rank."""
         ray.get(self.channel.reset.remote())
         return self.executor.run_remote(fn, args=args)
-
-    def pids(self) -> list[int]:
-        """Process ids of the worker actors (rank order)."""
-        return ray.get([a.execute.remote(lambda _: __import__("os").getpid()) for a in self.actors])
 
     def release(self, reusable: bool) -> None:
         """Keeps the group for the next trial, or kills every worker actor and the channel."""

@@ -25,9 +25,9 @@ import numpy as np
 import ray
 from ray import tune
 
-from hpo.config import FINISHED_KEY
 from hpo.errors import TrialFailed
 from hpo.trial import backend as backends
+from hpo.trial.protocol import EpochCheckpoint, TrialContext, TrialStarted, epoch_result
 from hpo.trial.spec import TrialSpec
 from hpo.trial.worker import run_worker
 
@@ -50,15 +50,13 @@ def placement(spec: TrialSpec) -> tune.PlacementGroupFactory:
     return tune.PlacementGroupFactory([{}] + [dict(worker) for _ in range(spec.workers)], strategy="PACK")
 
 
-def _save_checkpoint(msg: dict[str, Any]) -> tune.Checkpoint:
+def _save_checkpoint(ckpt: EpochCheckpoint) -> tune.Checkpoint:
     """Writes rank 0's epoch checkpoint (weights fetched from the object store) to a new directory."""
-    ckpt = msg["checkpoint"]
     path = Path(tempfile.mkdtemp(prefix="hpo-ckpt-"))
-    weights = ray.get(ckpt["weights"])
-    np.savez(path / "weights.npz", *weights)
-    if ckpt["best_weights"] is not None:
-        np.savez(path / "best_weights.npz", *ray.get(ckpt["best_weights"]))
-    (path / "state.json").write_text(json.dumps(ckpt["state"]))
+    np.savez(path / "weights.npz", *ray.get(ckpt.weights))
+    if ckpt.best_weights is not None:
+        np.savez(path / "best_weights.npz", *ray.get(ckpt.best_weights))
+    (path / "state.json").write_text(json.dumps(ckpt.state))
     return tune.Checkpoint.from_directory(str(path))
 
 
@@ -122,28 +120,18 @@ def _stream(
             # Drain once more before returning: rank 0 may have sent its last epoch just before it returned.
             continue
         for msg in messages:
-            if msg["kind"] == "start":
-                first_epoch_at = msg["time"]
+            if isinstance(msg, TrialStarted):
+                first_epoch_at = msg.time
                 continue
-            metrics = dict(msg["metrics"])
-            metrics[FINISHED_KEY] = bool(msg["last"])
-            metrics.update(
-                epoch=msg["epoch"],
-                epoch_time_s=msg["epoch_time_s"],
-                stopped_by_patience=bool(msg["stopped_by_patience"]),
-                stopped_by_goal=bool(msg.get("stopped_by_goal")),
+            context = TrialContext(
                 startup_s=(first_epoch_at - started) if first_epoch_at else None,
                 warm_start=warm,
                 resumed_from_epoch=int(resume["state"]["epoch"]) if resume else 0,
-                effective_learning_rate=hyper["effective_learning_rate"],
-                global_batch_size=hyper["global_batch_size"],
-                steps_per_epoch=hyper["steps_per_epoch"],
-                validation_steps=hyper["validation_steps"],
+                settings=hyper,
             )
-            # How far this report trails the workers' epoch end (a driver that cannot keep up shows here).
-            metrics["report_lag_s"] = time.time() - msg["time"]
-            checkpoint = _save_checkpoint(msg)
-            if msg["last"]:
+            metrics = epoch_result(msg, context, time.time())
+            checkpoint = _save_checkpoint(msg.checkpoint)
+            if msg.last:
                 # The scheduler may stop the trial at its final report (ASHA does at max_t): finish the
                 # workers' work first, and put the final model and row audit in the final checkpoint.
                 _write_results(_gather(refs), Path(checkpoint.path))
@@ -151,7 +139,7 @@ def _stream(
                 tune.report(metrics, checkpoint=checkpoint)  # persists the checkpoint before returning
             finally:
                 shutil.rmtree(checkpoint.path, ignore_errors=True)
-            if msg["last"]:
+            if msg.last:
                 return
 
 

@@ -6,10 +6,11 @@ Ray, TensorFlow or Horovod objects, so it pickles cheaply and this module import
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,10 +55,9 @@ def resolve_model(ref: str, source: str = "model") -> Callable[..., Any]:
         ConfigError: If the module or function cannot be found.
     """
     module_name, _, func_name = ref.partition(":")
-    if "" not in sys.path:
-        sys.path.insert(0, "")
     try:
-        module = importlib.import_module(module_name)
+        with _working_dir_importable():
+            module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise ConfigError(
             f"{source}: model: cannot import module '{module_name}' ({exc}); "
@@ -69,6 +69,19 @@ def resolve_model(ref: str, source: str = "model") -> Callable[..., Any]:
             f"{source}: model: module '{module_name}' has no function '{func_name}'; check the name after ':'"
         )
     return func
+
+
+@contextlib.contextmanager
+def _working_dir_importable() -> Iterator[None]:
+    """The working directory on ``sys.path`` while a user's model module is imported, then as it was."""
+    added = "" not in sys.path
+    if added:
+        sys.path.insert(0, "")
+    try:
+        yield
+    finally:
+        if added and "" in sys.path:
+            sys.path.remove("")
 
 
 #: Where each node keeps the sweeps' Petastorm caches unless ``data.cache.dir`` says otherwise.

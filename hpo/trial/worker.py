@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hpo.config import REPEAT_KEY, reaches_goal
+from hpo.objective import reaches_goal
 from hpo.trial.affinity import worker_claim
+from hpo.trial.protocol import REPEAT_KEY, EpochCheckpoint, EpochReport, TrialStarted
 from hpo.trial.spec import TRAINER_PARAMS, TrialSpec, resolve_model
 
 #: Horovod's idle cycle (ms) on CPU workers unless HOROVOD_CYCLE_TIME is set. With hpo's Horovod patch a
@@ -165,7 +166,7 @@ def _callbacks(
         """Rank 0: sends averaged epoch metrics plus a checkpoint (weights in the object store)."""
 
         def on_train_begin(self, logs: Any = None) -> None:
-            channel.put.remote({"kind": "start", "time": time.time()})
+            channel.put.remote(TrialStarted(time.time()))
             self.epoch_start = time.time()
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
@@ -182,26 +183,22 @@ def _callbacks(
                 },
             }
             improved = early.best_epoch == epoch
-            checkpoint = {
-                "state": state,
-                "weights": ray.put(self.model.get_weights()),
-                "best_weights": None if improved or early.best_weights is None else ray.put(early.best_weights),
-            }
-            ray.get(
-                channel.put.remote(
-                    {
-                        "kind": "epoch",
-                        "epoch": epoch + 1,
-                        "metrics": _floats(logs),
-                        "epoch_time_s": now - self.epoch_start,
-                        "time": now,
-                        "last": bool(self.model.stop_training) or epoch + 1 >= spec.max_epochs,
-                        "stopped_by_patience": bool(self.model.stop_training) and early.stopped_epoch > 0,
-                        "stopped_by_goal": goal.reached,
-                        "checkpoint": checkpoint,
-                    }
-                )
+            checkpoint = EpochCheckpoint(
+                state=state,
+                weights=ray.put(self.model.get_weights()),
+                best_weights=None if improved or early.best_weights is None else ray.put(early.best_weights),
             )
+            report = EpochReport(
+                epoch=epoch + 1,
+                metrics=_floats(logs),
+                epoch_time_s=now - self.epoch_start,
+                time=now,
+                last=bool(self.model.stop_training) or epoch + 1 >= spec.max_epochs,
+                stopped_by_patience=bool(self.model.stop_training) and early.stopped_epoch > 0,
+                stopped_by_goal=goal.reached,
+                checkpoint=checkpoint,
+            )
+            ray.get(channel.put.remote(report))
 
     early = ResumableEarlyStopping(
         monitor=spec.objective_metric,
@@ -247,7 +244,9 @@ def run_worker(
         Per-rank facts: rank, size, pid, the optimizer's learning rate, rows read per epoch, the row ids
         of each epoch (if recorded) and, on rank 0 of a finished trial, the saved model as bytes.
     """
-    import hpo._env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow loads)
+    from hpo import _env
+
+    _env.apply()  # this worker process is hpo's own: TF_USE_LEGACY_KERAS before TensorFlow loads
 
     for path in spec.sys_path:
         if path not in sys.path:

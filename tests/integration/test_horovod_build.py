@@ -23,7 +23,9 @@ ALLREDUCES = 8
 
 SCRIPT = f"""
 import json, os, time
-import hpo._env  # noqa: F401
+from hpo import _env
+
+_env.apply()  # TF_USE_LEGACY_KERAS before TensorFlow loads
 import horovod.tensorflow as hvd
 import tensorflow as tf
 

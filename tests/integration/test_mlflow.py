@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import yaml
 
-from hpo.mlflow_server import MlflowServer, free_port, health
+from hpo.tracking import MlflowServer, free_port, health
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow

@@ -23,7 +23,7 @@ SCHEDULERS = ["asha", "hyperband", "median", "fifo"]
 def ray_session(tmp_path_factory):
     import ray
 
-    from hpo.sweep import start_ray
+    from hpo.ray_session import start_ray
 
     start_ray(num_cpus=2)
     yield
@@ -172,7 +172,7 @@ def test_time_budget_ends_the_sweep(ray_session, tmp_path, monkeypatch):
     config = tiny("budget", "random", "fifo", num_samples=40, time_budget_s=12)
     # The budget runs from the Tuner's start; the checks before it (the first TensorFlow import and dataset
     # write, seconds when this test runs alone) are done here first so they do not count.
-    from hpo.sweep import preflight
+    from hpo.preflight import preflight
 
     preflight(config, tmp_path / "runs", "<test>")
     started = time.time()

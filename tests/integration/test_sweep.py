@@ -98,7 +98,9 @@ def test_ranks_trained_on_disjoint_shards_covering_the_set(cli_sweep):
 def test_completed_trials_saved_their_best_model(cli_sweep):
     import tf_keras
 
-    import hpo._env  # noqa: F401
+    from hpo import _env
+
+    _env.apply()  # TF_USE_LEGACY_KERAS before TensorFlow loads
 
     summary = json.loads((cli_sweep["work"] / "runs" / "small" / "summary.json").read_text())
     completed = {t["trial_id"] for t in summary["trials"] if t["status"] == "completed"}

@@ -94,7 +94,7 @@ def own_ray(in_tmp):
     """A local Ray started by the test, so it outlives the sweep and its processes can be listed."""
     import ray
 
-    from hpo.sweep import start_ray
+    from hpo.ray_session import start_ray
 
     assert start_ray(num_cpus=2)
     yield

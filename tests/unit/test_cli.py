@@ -87,7 +87,7 @@ def test_a_stopped_sweep_names_the_error_not_the_traceback_header():
 
     from ray.tune import TuneError
 
-    from hpo.sweep import failure_line
+    from hpo.summary import failure_line
 
     try:
         raise ValueError("Trial#2 has already finished and can not be updated.")

@@ -22,7 +22,7 @@ def test_default_sweep_file_parses_with_defaults_filled_in():
     assert config.name == "digits-mlp"
     assert config.search.algorithm == "optuna-tpe" and config.scheduler.type == "asha"
     assert config.trial.workers == 2
-    assert config.global_batch_size == 64
+    assert config.trial.batch_size_per_worker == 32
     assert config.loss == "sparse_categorical_crossentropy" and config.metrics == ["accuracy"]
 
 

@@ -138,7 +138,9 @@ def test_row_loss_is_detected(tmp_path):
 
 
 def test_tf_dataset_yields_the_shard(tmp_path):
-    import hpo._env  # noqa: F401
+    from hpo import _env
+
+    _env.apply()  # TF_USE_LEGACY_KERAS before TensorFlow loads
 
     train_url, _ = builtin_digits(tmp_path, 0.2)
     info = describe(train_url)
@@ -150,7 +152,9 @@ def test_tf_dataset_yields_the_shard(tmp_path):
 
 def test_tf_dataset_prefetches_a_fixed_buffer_without_autotuning(tmp_path):
     """tf.data's autotuner makes deleting a long-used iterator (the end of ``fit``) wait up to a minute."""
-    import hpo._env  # noqa: F401
+    from hpo import _env
+
+    _env.apply()  # TF_USE_LEGACY_KERAS before TensorFlow loads
     from hpo.data.stream import PREFETCH_BATCHES
 
     train_url, _ = builtin_digits(tmp_path, 0.2)
@@ -169,7 +173,7 @@ def test_tf_dataset_prefetches_a_fixed_buffer_without_autotuning(tmp_path):
 _MMAP_PROBE = """
 import resource, sys
 import numpy as np
-import hpo._env
+import hpo._env; hpo._env.apply()
 import tensorflow as tf
 from hpo.data import ShardStream, describe
 

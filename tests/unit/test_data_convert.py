@@ -79,7 +79,9 @@ def test_python_objects_round_trip(tmp_path, kind):
 
 
 def test_batches_come_in_the_declared_shape(tmp_path):
-    import hpo._env  # noqa: F401
+    from hpo import _env
+
+    _env.apply()  # TF_USE_LEGACY_KERAS before TensorFlow loads
 
     x, y = images(96)
     url = write_dataset((x, y), path_to_url(tmp_path / "ds"))
@@ -178,7 +180,7 @@ def test_convert_rejects_bad_options(tmp_path):
 
 def test_sweep_splits_off_validation_keeping_shape_and_row_ids(tmp_path):
     from hpo.config import parse_sweep
-    from hpo.sweep import resolve_data
+    from hpo.preflight import resolve_data
     from tests.conftest import base_sweep
 
     x, y = images(120)

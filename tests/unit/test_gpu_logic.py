@@ -59,7 +59,9 @@ def test_cpu_trials_ask_for_no_gpu():
 def test_rank_sees_only_its_gpu_with_memory_growth():
     import tensorflow as tf
 
-    import hpo._env  # noqa: F401
+    from hpo import _env
+
+    _env.apply()  # TF_USE_LEGACY_KERAS before TensorFlow loads
     from hpo.trial.worker import _pin_devices
 
     gpus = tf.config.list_physical_devices("GPU")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import hpo._env  # noqa: F401  (tf-keras before TensorFlow loads)
-from hpo.models import cnn, mlp
+from hpo.models import cnn, mlp  # conftest set TF_USE_LEGACY_KERAS before TensorFlow loads
 
 
 def test_cnn_on_grey_images_classifies():

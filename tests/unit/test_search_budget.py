@@ -7,9 +7,14 @@ from ray.tune.experiment import Experiment
 
 from hpo.config import parse_sweep
 from hpo.errors import ConfigError
-from hpo.search import CappedGrid, _sampler, planned_trials
-from hpo.space import to_param_space
+from hpo.search import SAMPLERS, CappedGrid, SearchSpace, planned_trials
 from tests.conftest import base_sweep
+
+
+def as_rows(rows):
+    from hpo.trial.protocol import TrialRow
+
+    return [TrialRow.from_dict({"status": "completed", "epochs": 1, "stopped_early": False, **r}) for r in rows]
 
 
 def sweep(**search):
@@ -41,9 +46,10 @@ def test_startup_trials_only_for_model_based_samplers():
 
 @pytest.mark.parametrize("algorithm", ["optuna-tpe", "optuna-gp"])
 def test_startup_trials_reach_the_optuna_sampler(algorithm):
-    sampler = _sampler(sweep(algorithm=algorithm, startup_trials=3, seed=1))
+    config = sweep(algorithm=algorithm, startup_trials=3, seed=1)
+    sampler = SAMPLERS[algorithm](config)
     assert sampler._n_startup_trials == 3
-    assert _sampler(sweep(algorithm=algorithm))._n_startup_trials == 10  # Optuna's default
+    assert SAMPLERS[algorithm](sweep(algorithm=algorithm))._n_startup_trials == 10  # Optuna's default
 
 
 def test_capped_grid_hands_out_at_most_max_trials():
@@ -55,7 +61,7 @@ def test_capped_grid_hands_out_at_most_max_trials():
 
     def handed_out(cap):
         grid = CappedGrid(cap, random_state=0)
-        grid.add_configurations([Experiment("g", lambda config: None, config=to_param_space(config))])
+        grid.add_configurations([Experiment("g", lambda config: None, config=SearchSpace(config).param_space())])
         trials = []
         while (trial := grid.next_trial()) is not None:
             trials.append(trial.config)
@@ -150,11 +156,12 @@ def test_goal_stopper_ends_the_sweep_once_one_result_reaches_the_goal():
 
 
 def test_summary_goal_names_the_first_trial_that_reached_it():
-    from hpo.sweep import goal_status
+    from hpo.summary import goal_status
 
     config = parse_sweep(base_sweep(objective={"metric": "val_accuracy", "goal": 0.9}))
     rows = [{"trial_id": "x_00000", "metric": 0.8}, {"trial_id": "x_00001", "metric": 0.92},
             {"trial_id": "x_00002", "metric": 0.95}, {"trial_id": "x_00003", "metric": None}]
+    rows = as_rows(rows)
     assert goal_status(config, rows) == {"value": 0.9, "reached": True, "trial_id": "x_00001"}
     assert goal_status(config, rows[:1]) == {"value": 0.9, "reached": False, "trial_id": None}
 
@@ -173,7 +180,7 @@ def test_time_budget_counts_from_the_sweep_start_not_tunes():
 def test_goal_check_takes_numpy_scalars_as_keras_logs_them():
     import numpy as np
 
-    from hpo.config import reaches_goal
+    from hpo.objective import reaches_goal
 
     assert reaches_goal(np.float32(0.95), 0.9, "max") and not reaches_goal(np.float32(0.85), 0.9, "max")
     assert reaches_goal(np.float64(0.1), 0.2, "min") and not reaches_goal(np.float32("nan"), 0.2, "min")
@@ -184,7 +191,7 @@ class _Trial:
     """What the goal stopper reads of a Tune trial: its id and config."""
 
     def __init__(self, trial_id: str, repeat: int, **params: object) -> None:
-        from hpo.config import REPEAT_KEY
+        from hpo.trial.protocol import REPEAT_KEY
 
         self.trial_id = trial_id
         self.config = {**params, REPEAT_KEY: repeat}
@@ -237,7 +244,7 @@ def test_with_repeats_the_worker_does_not_end_a_trial_at_the_goal():
 
 
 def test_summary_goal_with_repeats_takes_the_configurations_mean():
-    from hpo.sweep import goal_status
+    from hpo.summary import goal_status
 
     config = parse_sweep(base_sweep(objective={"metric": "val_accuracy", "goal": 0.9},
                                     search={"algorithm": "random", "num_samples": 3, "repeats": 2}))
@@ -247,6 +254,7 @@ def test_summary_goal_with_repeats_takes_the_configurations_mean():
             {"trial_id": "x_00003", "params": {"lr": 2}, "metric": 0.9},
             {"trial_id": "x_00004", "params": {"lr": 3}, "metric": 0.99},
             {"trial_id": "x_00005", "params": {"lr": 3}, "metric": None}]  # failed repeat
+    rows = as_rows(rows)
     assert goal_status(config, rows) == {"value": 0.9, "reached": True, "trial_id": "x_00002",
                                          "trial_ids": ["x_00002", "x_00003"]}
     assert goal_status(config, rows[:2] + rows[4:])["reached"] is False

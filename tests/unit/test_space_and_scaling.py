@@ -6,7 +6,7 @@ import pytest
 from ray.tune.search.sample import Categorical, Float, Integer
 
 from hpo.config import parse_sweep
-from hpo.space import to_param_space
+from hpo.search import SearchSpace
 from hpo.trial.spec import scale_learning_rate
 from tests.conftest import base_sweep
 
@@ -24,7 +24,7 @@ def test_space_maps_to_tune_domains():
             }
         )
     )
-    space = to_param_space(config)
+    space = {name: SearchSpace.domain(spec) for name, spec in config.space.items()}
     assert isinstance(space["lr"], Float) and isinstance(space["lr"].sampler, Float._LogUniform)
     assert (space["lr"].lower, space["lr"].upper) == (1e-4, 1e-1)
     assert isinstance(space["drop"].sampler, Float._Uniform)
@@ -48,7 +48,7 @@ def test_grid_algorithm_enumerates_categoricals():
             },
         )
     )
-    space = to_param_space(config)
+    space = SearchSpace(config).param_space()
     assert space["opt"] == {"grid_search": ["adam", "sgd"]}
     assert space["units"] == {"grid_search": [8, 16]}
 

@@ -6,8 +6,8 @@ import subprocess
 import pytest
 
 from hpo.errors import ConfigError
-from hpo.mlflow_server import check_reachable, free_port
-from hpo.tracking import git_tags, is_local, is_server, normalize_uri
+from hpo.tracking import check_reachable, free_port, is_local, is_server, normalize_uri
+from hpo.tracking.runs import git_tags
 
 
 def test_uri_forms(tmp_path, monkeypatch):

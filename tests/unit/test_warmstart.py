@@ -7,7 +7,7 @@ import pytest
 
 from hpo.config import parse_sweep
 from hpo.errors import ConfigError
-from hpo.warmstart import previous_best, seed_study
+from hpo.search import previous_best, seed_study
 from tests.conftest import base_sweep
 
 SPACE = {

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from hpo.config import ParamSpec, SweepConfig
+from hpo.config import SweepConfig
 from hpo.errors import ConfigError
-
-Mode = Literal["prior", "reevaluate"]
+from hpo.options import WarmStartMode
+from hpo.search.space import SearchSpace
 
 
 def previous_best(summary_path: Path, config: SweepConfig, k: int) -> list[tuple[dict[str, Any], float]]:
@@ -36,40 +36,16 @@ def previous_best(summary_path: Path, config: SweepConfig, k: int) -> list[tuple
     out = []
     for trial in scored:
         params = {name: value for name, value in trial["params"].items() if name in config.space}
-        if fits(config, params):
+        if SearchSpace(config).contains(params):
             out.append((params, float(trial["metric"])))
         if len(out) == k:
             break
     return out
 
 
-def fits(config: SweepConfig, params: dict[str, Any]) -> bool:
-    """True if ``params`` is a point of the sweep's space (conditional parameters may be absent)."""
-    for name, spec in config.space.items():
-        if name not in params:
-            if spec.when is None:
-                return False
-            continue
-        value = params[name]
-        if spec.type in ("float", "int") and not spec.low <= value <= spec.high:
-            return False
-        if spec.type == "categorical" and value not in spec.choices:
-            return False
-    return True
-
-
-def _distribution(spec: ParamSpec) -> Any:
-    import optuna
-
-    if spec.type == "float":
-        return optuna.distributions.FloatDistribution(spec.low, spec.high, log=spec.log, step=spec.step)
-    if spec.type == "int":
-        step = int(spec.step) if spec.step else 1
-        return optuna.distributions.IntDistribution(int(spec.low), int(spec.high), log=spec.log, step=step)
-    return optuna.distributions.CategoricalDistribution(list(spec.choices))
-
-
-def seed_study(storage_url: str, config: SweepConfig, points: list[tuple[dict[str, Any], float]], mode: Mode) -> None:
+def seed_study(
+    storage_url: str, config: SweepConfig, points: list[tuple[dict[str, Any], float]], mode: WarmStartMode
+) -> None:
     """Adds the previous points to the new sweep's Optuna study before it starts.
 
     ``prior``: each point is added as a finished trial with its old result (TPE/GP learn from it, nothing is
@@ -83,9 +59,10 @@ def seed_study(storage_url: str, config: SweepConfig, points: list[tuple[dict[st
         direction="maximize" if config.objective.mode == "max" else "minimize",
         load_if_exists=True,
     )
+    space = SearchSpace(config)
     for params, value in points:
         if mode == "prior":
-            distributions = {name: _distribution(config.space[name]) for name in params}
+            distributions = {name: space.distribution(name) for name in params}
             study.add_trial(optuna.trial.create_trial(params=params, distributions=distributions, value=value))
         else:
             study.enqueue_trial(params)

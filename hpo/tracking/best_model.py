@@ -10,11 +10,11 @@ saves ``data/model.keras`` and records ``keras_module = tensorflow.keras``. Load
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import hpo._env  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow is imported)
+from hpo import _env
+from hpo.trial.protocol import TrialRow
 
 #: Artifact name of the model on the parent run.
 MODEL_NAME = "model"
@@ -23,35 +23,19 @@ MODEL_NAME = "model"
 SAMPLE_ROWS = 5
 
 
-@dataclass
-class LoggedModel:
-    """Where the best model went."""
-
-    trial_id: str
-    model_uri: str
-    registered_name: str
-    version: str
-
-    @property
-    def registry_uri(self) -> str:
-        """``models:/NAME/VERSION``: loads with ``mlflow.pyfunc.load_model``."""
-        return f"models:/{self.registered_name}/{self.version}"
-
-
-def pick_model_trial(rows: list[dict[str, Any]], mode: str) -> tuple[dict[str, Any], Path] | None:
+def pick_model_trial(rows: list[TrialRow], mode: str) -> tuple[TrialRow, Path] | None:
     """The best trial whose final checkpoint holds ``model.keras`` (a trial that ran to its end)."""
     candidates = []
     for row in rows:
-        checkpoint = row.get("checkpoint")
-        if row.get("metric") is None or not checkpoint:
+        if row.metric is None or not row.checkpoint:
             continue
-        path = Path(checkpoint) / "model.keras"
+        path = Path(row.checkpoint) / "model.keras"
         if path.is_file():
             candidates.append((row, path))
     if not candidates:
         return None
     pick = max if mode == "max" else min
-    return pick(candidates, key=lambda c: c[0]["metric"])
+    return pick(candidates, key=lambda c: c[0].metric)
 
 
 def sample_features(url: str, column: str, rows: int = SAMPLE_ROWS) -> Any:
@@ -78,15 +62,17 @@ def log_best_model(uri: str, run_id: str, model_path: Path, sample: Any, registe
     Returns:
         The logged model's URI and the new registered version.
     """
+    _env.apply()  # TF_USE_LEGACY_KERAS before TensorFlow is imported
     import mlflow
     import tensorflow as tf
     import tf_keras
     from mlflow.models import infer_signature
-    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    from hpo.compat import use_tracking_uri
 
     model = tf_keras.models.load_model(model_path, compile=False)
     signature = infer_signature(sample, model.predict(sample, verbose=0))
-    with _use_tracking_uri(uri):
+    with use_tracking_uri(uri):
         info = mlflow.tensorflow.log_model(
             model,
             name=MODEL_NAME,

@@ -11,14 +11,17 @@ created, and metric points already in the store are skipped, so every metric lan
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hpo.mlflow_server import health
+from hpo.errors import HpoError
+from hpo.tracking.uri import is_server
 
 SPOOL_NAME = "mlflow_spool.jsonl"
 #: Settings for a tracking server (the user's own values win): our own retries replace MLflow's (7 retries,
@@ -35,6 +38,65 @@ log = logging.getLogger(__name__)
 
 class Unreachable(Exception):
     """The tracking server did not answer; the write was spooled."""
+
+
+class TrackingError(HpoError):
+    """An MLflow write failed for a reason other than an unreachable store (reported, not spooled)."""
+
+
+#: Words of the messages MLflow and its HTTP / database layers give when the store is out of reach.
+_CONNECTION_WORDS = (
+    "max retries exceeded",
+    "connection refused",
+    "connection reset",
+    "connection aborted",
+    "failed to establish a new connection",
+    "remote end closed connection",
+    "timed out",
+    "temporarily unavailable",
+    "database is locked",
+    "503",
+    "502",
+    "504",
+)
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """True if ``exc`` says the tracking store could not be reached (worth retrying and spooling).
+
+    Connection errors, timeouts, gateway errors and a locked sqlite database are; anything else (a
+    rejected write, an error in hpo's own code such as reading a data sample) is not.
+    """
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return True
+    try:
+        import requests
+
+        if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)):
+            return True
+    except ImportError:  # pragma: no cover - requests comes with MLflow
+        pass
+    from mlflow.exceptions import MlflowException
+
+    if isinstance(exc, MlflowException) or type(exc).__name__ == "OperationalError":
+        text = str(exc).lower()
+        return any(word in text for word in _CONNECTION_WORDS)
+    return False
+
+
+@contextlib.contextmanager
+def _http_settings(uri: str) -> Iterator[None]:
+    """:data:`HTTP_ENV` for the duration of one write to a server (the user's own values win), then restored."""
+    if not is_server(uri):
+        yield
+        return
+    added = [key for key in HTTP_ENV if key not in os.environ]
+    os.environ.update({key: HTTP_ENV[key] for key in added})
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
 
 
 class Outbox:
@@ -71,9 +133,6 @@ class Outbox:
         self._last_probe = 0.0
         self._client: Any = None
         self._history: dict[tuple[str, str], set[tuple[int, float]]] = {}
-        if uri.startswith(("http://", "https://")):
-            for key, value in HTTP_ENV.items():
-                os.environ.setdefault(key, value)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_client": None, "_history": {}}
@@ -189,17 +248,34 @@ class Outbox:
         error: Exception | None = None
         for attempt in range(self.retries):
             try:
-                self._send(op, replay)
+                with _http_settings(self.uri):
+                    self._send(op, replay)
                 return
-            except Exception as exc:  # noqa: BLE001  (MLflow wraps connection errors in MlflowException)
+            except Exception as exc:  # noqa: BLE001  (sorted below: connection errors are retried)
+                if not is_connection_error(exc):
+                    self._rejected(op, exc)
+                    return
                 error = exc
             if attempt + 1 < self.retries:
                 time.sleep(delay)
                 delay *= 2
-        if self.uri.startswith(("http://", "https://")) and health(self.uri, timeout=5.0) is None:
-            log.warning("MLflow write %s for %s was rejected and dropped: %s", op["op"], op["key"], error)
-            return
         raise Unreachable(f"{self.uri}: {error}")
+
+    def _rejected(self, op: dict[str, Any], exc: Exception) -> None:
+        """A write that failed for another reason than the store's reach.
+
+        A reachable server's refusal (an MLflow error) is logged and dropped: spooling it would only fail
+        again. Anything else is a real error and is raised, not spooled.
+
+        Raises:
+            TrackingError: For an error that is not MLflow's answer.
+        """
+        from mlflow.exceptions import MlflowException
+
+        if isinstance(exc, MlflowException):
+            log.warning("MLflow write %s for %s was rejected and dropped: %s", op["op"], op["key"], exc)
+            return
+        raise TrackingError(f"MLflow write {op['op']} for {op['key']} failed: {type(exc).__name__}: {exc}") from exc
 
     def _send(self, op: dict[str, Any], replay: bool) -> None:
         kind = op["op"]
@@ -214,7 +290,7 @@ class Outbox:
         elif kind == "terminate":
             self.client.set_terminated(run_id, op["status"])
         elif kind == "log_model":
-            from hpo import best_model
+            from hpo.tracking import best_model
 
             sample = best_model.sample_features(op["sample_url"], op["features"])
             model_uri, version = best_model.log_best_model(
@@ -279,47 +355,3 @@ def update_summary(summary: dict[str, Any], outbox: Outbox, pending: int) -> Non
         summary["mlflow"]["model"] = outbox.model
     summary["mlflow"]["pending_writes"] = pending
     summary["mlflow"]["spool"] = str(outbox.spool_path) if pending else None
-
-
-def write_summary(path: Path, summary: dict[str, Any]) -> None:
-    """Writes ``summary.json`` atomically."""
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=2, default=str))
-    os.replace(tmp, path)
-
-
-def sync_sweep(sweep_dir: Path) -> tuple[int, int]:
-    """Sends a finished sweep's spooled MLflow writes (``hpo sync``) and updates its summary.json.
-
-    Returns:
-        (writes sent, writes still waiting).
-
-    Raises:
-        ConfigError: No summary, or the tracking server is unreachable.
-    """
-    from hpo.errors import ConfigError
-
-    summary_path = sweep_dir / "summary.json"
-    if not summary_path.is_file():
-        raise ConfigError(f"{summary_path}: (file): no summary for this sweep; pass --storage or run 'hpo tune'")
-    summary = json.loads(summary_path.read_text())
-    info = summary["mlflow"]
-    spool = sweep_dir / SPOOL_NAME
-    if not spool.is_file():
-        return 0, 0
-    problem = health(info["uri"]) if info["uri"].startswith(("http://", "https://")) else None
-    if problem is not None:
-        raise ConfigError(
-            f"{summary_path}: mlflow.uri: MLflow server {info['uri']} is unreachable ({problem}); "
-            "start it again, then rerun 'hpo sync'"
-        )
-    outbox = Outbox(info["uri"], spool, info["parent_run_id"], info["experiment_id"])
-    known = {f"trial:{t['trial_id']}": t["mlflow_run_id"] for t in summary["trials"] if t.get("mlflow_run_id")}
-    outbox.run_ids.update(known)
-    if info.get("model"):
-        outbox.model = info["model"]
-    total = sum(1 for line in spool.read_text().splitlines() if line.strip())
-    left = outbox.flush()
-    update_summary(summary, outbox, left)
-    write_summary(summary_path, summary)
-    return total - left, left

@@ -1,0 +1,120 @@
+"""Every use of a private API of Ray, Optuna (through Ray's ``OptunaSearch``), MLflow and Horovod.
+
+These are the reason the stack is pinned exactly. Each accessor names the version it was checked
+against (:data:`CHECKED`); ``tests/unit/test_compat.py`` checks every one against the installed
+packages and fails with a message naming the accessor to update when an upgrade moves something.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+#: The versions every accessor below was checked against.
+CHECKED = {"ray": "2.60.0", "optuna": "5.0.0", "mlflow": "3.17.2", "horovod": "0.28.1"}
+
+
+# -- Ray Tune schedulers (ray 2.60.0) ---------------------------------------------------------------
+
+
+def asha_bracket_base() -> type:
+    """``ray.tune.schedulers.async_hyperband._Bracket``: ASHA's bracket, subclassed for ``bootstrap_count``."""
+    from ray.tune.schedulers.async_hyperband import _Bracket
+
+    return _Bracket
+
+
+def bracket_rungs(bracket: Any) -> list[tuple[int, dict[str, float]]]:
+    """An ASHA bracket's rungs: ``(milestone, {trial_id: value})``, highest milestone first."""
+    return bracket._rungs
+
+
+def asha_stop_last_trials(scheduler: Any) -> bool:
+    """ASHA's ``stop_last_trials`` setting (passed on to a replacement bracket)."""
+    return scheduler._stop_last_trials
+
+
+def set_asha_brackets(scheduler: Any, brackets: list[Any]) -> None:
+    """Replaces ASHA's brackets (one bracket of hpo's kind instead of Tune's)."""
+    scheduler._brackets = brackets
+
+
+def hyperband_time_attr_and_max_t(scheduler: Any) -> tuple[str, int]:
+    """HyperBand's time attribute and ``max_t``."""
+    return scheduler._time_attr, scheduler._max_t_attr
+
+
+def hyperband_bracket_of(scheduler: Any, trial: Any) -> Any:
+    """The HyperBand bracket a trial belongs to."""
+    return scheduler._trial_info[trial][0]
+
+
+# -- Optuna through Ray's OptunaSearch (ray 2.60.0, optuna 5.0.0) -------------------------------------
+
+
+def optuna_search_study(searcher: Any) -> Any:
+    """The ``optuna.Study`` behind an ``OptunaSearch``."""
+    return searcher._ot_study
+
+
+def optuna_search_trial(searcher: Any, trial_id: str) -> Any:
+    """The ``optuna.Trial`` an ``OptunaSearch`` made for Tune trial ``trial_id``."""
+    return searcher._ot_trials[trial_id]
+
+
+def optuna_search_told(searcher: Any) -> set[str]:
+    """Tune trial ids an ``OptunaSearch`` has already told the study about (mutable)."""
+    return searcher._completed_trials
+
+
+# -- MLflow (3.17.2) ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def use_tracking_uri(uri: str) -> Iterator[None]:
+    """MLflow's fluent API pointed at ``uri`` for a block, without changing the process-wide setting."""
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    with _use_tracking_uri(uri):
+        yield
+
+
+# -- Horovod (0.28.1) ---------------------------------------------------------------------------------
+
+
+def horovod_worker_actors(executor: Any) -> list[Any]:
+    """The worker actors a started ``horovod.ray.RayExecutor`` runs (rank order)."""
+    return list(executor.adapter.workers)
+
+
+# -- Ray core (2.60.0) ---------------------------------------------------------------------------------
+
+
+def enable_ray_token_auth_if_available() -> None:
+    """Ray's own "use the token if there is one" step, which ``ray.init`` skips for an explicit address."""
+    from ray._private.authentication import authentication_token_setup as auth
+
+    log = logging.getLogger(auth.__name__)
+    level = log.level
+    log.setLevel(logging.ERROR)  # its "token authentication is enabled" notice is for new clusters
+    try:
+        auth.maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    finally:
+        log.setLevel(level)
+
+
+def ray_cluster_config_tools() -> tuple[Any, Any]:
+    """``(prepare_config, validate_config)`` of Ray's autoscaler: defaults merged as ``ray up`` does, schema check."""
+    from ray.autoscaler._private.util import prepare_config, validate_config
+
+    logging.getLogger("ray.autoscaler._private.util").setLevel(logging.WARNING)  # "setting max workers ..."
+    return prepare_config, validate_config
+
+
+def gcs_cluster_config() -> Any:
+    """The cluster config an autoscaler v2 publishes in the GCS (None if there is none)."""
+    from ray._private.state import state
+
+    return state.get_cluster_config()

@@ -1,0 +1,107 @@
+"""How one ``hpo tune`` runs, apart from the sweep file: one frozen :class:`RunOptions`, built once.
+
+The CLI and :func:`hpo.tune` / :func:`hpo.tune_partitions` build it; the sweep and partition runners
+take it as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from hpo.errors import ConfigError
+
+#: Where sweeps live unless ``--storage`` says otherwise (relative to the working directory).
+DEFAULT_STORAGE = "hpo_runs"
+#: The file every finished sweep leaves in ``STORAGE/NAME/``.
+SUMMARY_FILE = "summary.json"
+WARM_START_MODES = ("prior", "reevaluate")
+
+WarmStartMode = Literal["prior", "reevaluate"]
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """Seed a sweep's study with the best configurations of a previous sweep.
+
+    Attributes:
+        source: The previous sweep's name (in the same storage) or its ``summary.json`` path.
+        k: How many of its best configurations to take.
+        mode: ``prior`` (their results are told to the searcher) or ``reevaluate`` (trained again first).
+    """
+
+    source: str
+    k: int = 5
+    mode: WarmStartMode = "prior"
+
+    def __post_init__(self) -> None:
+        if self.mode not in WARM_START_MODES:
+            raise ConfigError(f"--warm-start-mode: '{self.mode}' is not allowed; use prior or reevaluate")
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise ConfigError(f"--warm-start-k: {self.k!r} is not a positive whole number; use e.g. 5")
+        if not self.source:
+            raise ConfigError("--warm-start: empty; pass a previous sweep's name or its summary.json path")
+
+    def summary_path(self, storage: Path) -> Path:
+        """The previous sweep's ``summary.json``: the path given, or ``STORAGE/SOURCE/summary.json``."""
+        return Path(self.source) if self.source.endswith(".json") else summary_path(storage, self.source)
+
+    def for_partition(self, label: str) -> WarmStart:
+        """Partition ``label`` of a partitioned sweep warm-starts from ``SOURCE-label`` (a path is kept)."""
+        if self.source.endswith(".json"):
+            return self
+        return WarmStart(f"{self.source}-{label}", self.k, self.mode)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything about running a sweep that is not in the sweep file.
+
+    Attributes:
+        storage: Directory that holds sweeps (``STORAGE/NAME/``); made absolute.
+        address: Ray address to connect to (``auto``, ``host:6379``, ``ray://…``); None starts a local Ray.
+        resume: Continue an interrupted sweep of the same name.
+        console: A ``rich`` console for progress lines; None keeps quiet.
+        warm_start: Seed the study from a previous sweep; None: a fresh study.
+    """
+
+    storage: Path = Path(DEFAULT_STORAGE)
+    address: str | None = None
+    resume: bool = False
+    console: Any = None
+    warm_start: WarmStart | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "storage", Path(self.storage).expanduser().resolve())
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        storage: str | Path = DEFAULT_STORAGE,
+        address: str | None = None,
+        resume: bool = False,
+        console: Any = None,
+        warm_start: str | None = None,
+        warm_start_k: int = 5,
+        warm_start_mode: str = "prior",
+    ) -> RunOptions:
+        """Builds the options from flat values (the CLI's and the API's keyword arguments).
+
+        Raises:
+            ConfigError: For an unknown warm-start mode or a non-positive ``warm_start_k``.
+        """
+        warm = WarmStart(warm_start, warm_start_k, warm_start_mode) if warm_start else None  # type: ignore[arg-type]
+        if warm is None and warm_start_mode not in WARM_START_MODES:
+            raise ConfigError(f"--warm-start-mode: '{warm_start_mode}' is not allowed; use prior or reevaluate")
+        return cls(storage=Path(storage), address=address, resume=resume, console=console, warm_start=warm)
+
+    def sweep_dir(self, name: str) -> Path:
+        """``STORAGE/NAME``: where sweep ``name`` keeps its state and results."""
+        return self.storage / name
+
+
+def summary_path(storage: Path, name: str) -> Path:
+    """``STORAGE/NAME/summary.json``: the one rule for where a sweep's summary is."""
+    return Path(storage) / name / SUMMARY_FILE

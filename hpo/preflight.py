@@ -1,0 +1,98 @@
+"""Every check that can fail on user input, before any trial starts: tracking store, data, model, resources."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from hpo.config import SweepConfig
+from hpo.data import DatasetInfo, builtin_digits, describe, path_to_url, split_dataset
+from hpo.errors import ConfigError
+from hpo.trial.spec import TrialSpec, resolve_model
+
+
+def preflight(config: SweepConfig, storage: Path, source: str) -> TrialSpec:
+    """Checks the tracking server, the searcher's needs, the data and the model; returns the trials' spec.
+
+    Args:
+        config: The validated sweep.
+        storage: Directory that holds sweeps (data hpo writes goes to ``STORAGE/_data``).
+        source: The sweep file, for error messages.
+
+    Raises:
+        ConfigError: On the first problem found (one line), or for a config with ``data.partitions``
+            (each partition is checked on its own; see :mod:`hpo.partition`).
+    """
+    from hpo.tracking import check_reachable, normalize_uri
+
+    if config.data.partitions:
+        raise ConfigError(
+            f"{source}: data.partitions: this sweep runs one sweep per partition ({len(config.data.partitions)}); "
+            "run it with hpo.tune_partitions() or 'hpo tune', which give one result per partition"
+        )
+    check_reachable(normalize_uri(config.tracking.mlflow_uri), source)
+    if config.search.algorithm == "optuna-gp" and importlib.util.find_spec("torch") is None:
+        raise ConfigError(
+            f"{source}: search.algorithm: optuna-gp needs torch, which is not installed; "
+            "run '.venv/bin/pip install torch==2.13.0' or use optuna-tpe"
+        )
+    train, validation = resolve_data(config, storage, source)
+    resolve_model(config.model, source)
+    return TrialSpec.from_config(config, train, validation)
+
+
+def check_fits_cluster(spec: TrialSpec, source: str, local: bool) -> None:
+    """Checks, once Ray is up, that one trial's workers fit on the cluster (or nodes it can launch).
+
+    Raises:
+        ConfigError: If the trial can never be scheduled.
+    """
+    from hpo.cluster import check_trial_fits_cluster
+    from hpo.trial.driver import worker_bundle
+
+    check_trial_fits_cluster(worker_bundle(spec), spec.workers, source=source, local=local)
+
+
+def resolve_data(config: SweepConfig, storage: Path, source: str) -> tuple[DatasetInfo, DatasetInfo]:
+    """Materialises built-in data, splits off validation if needed, and checks both datasets.
+
+    Raises:
+        ConfigError: For a missing path, missing columns or an unusable dataset.
+    """
+    d = config.data
+    data_root = storage / "_data"
+    if d.train.startswith("builtin:"):
+        if d.train != "builtin:digits":
+            raise ConfigError(f"{source}: data.train: unknown built-in dataset '{d.train}'; use builtin:digits")
+        train_url, val_url = builtin_digits(data_root, d.validation_fraction, config.search.seed or 0)
+    elif d.validation:
+        train_url, val_url = d.train, d.validation
+    else:
+        describe(d.train, features=d.features, label=d.label, task=d.task, source=source, key="data.train")
+        dest = data_root / config.name
+        train_url, val_url = split_dataset(
+            d.train,
+            path_to_url(dest / "train"),
+            path_to_url(dest / "validation"),
+            d.validation_fraction,
+            config.search.seed or 0,
+        )
+    kw = {"features": d.features, "label": d.label, "task": d.task, "source": source}
+    train = describe(train_url, key="data.train", **kw)
+    validation = describe(val_url, key="data.validation", **kw)
+    if train.input_shape != validation.input_shape:
+        raise ConfigError(
+            f"{source}: data.validation: features of shape {list(validation.input_shape)}, but train has "
+            f"{list(train.input_shape)}; use datasets written with the same columns"
+        )
+    if train.num_classes is not None and validation.num_classes is not None:
+        classes = max(train.num_classes, validation.num_classes)
+        train = DatasetInfo(**{**train.__dict__, "num_classes": classes})
+    workers = config.trial.workers
+    for info, key in ((train, "data.train"), (validation, "data.validation")):
+        if len(info.row_group_rows) < workers:
+            raise ConfigError(
+                f"{source}: {key}: {len(info.row_group_rows)} row groups cannot be sharded over "
+                f"{workers} workers; rewrite it with 'hpo data convert' or use fewer workers"
+            )
+    return train, validation

@@ -1,0 +1,122 @@
+"""Scheduler registry: ``scheduler.type`` → a Ray Tune trial scheduler (ASHA, HyperBand, median, FIFO)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ray.tune.schedulers import (
+    AsyncHyperBandScheduler,
+    FIFOScheduler,
+    HyperBandScheduler,
+    MedianStoppingRule,
+    TrialScheduler,
+)
+
+from hpo import compat
+from hpo.config import SweepConfig
+from hpo.search.budget import TIME_ATTR
+
+
+class _BootstrapBracket(compat.asha_bracket_base()):  # type: ignore[misc]
+    """Tune's ASHA bracket in which a trial stops at a rung that fewer than ``bootstrap`` trials reached before it.
+
+    Tune's cutoff of an empty rung is None, so the first trial there continues whatever its value: the
+    sweep's first (random) configuration always trains to ``max_t``, as does the first to reach each rung.
+    Optuna's ``SuccessiveHalvingPruner(bootstrap_count=...)`` stops them instead. The last rung (``max_t``)
+    is left alone: a trial there has finished.
+    """
+
+    def __init__(self, *args: Any, bootstrap: int, max_t: int, **kwargs: Any) -> None:
+        super().__init__(*args, max_t=max_t, **kwargs)
+        self._bootstrap = bootstrap
+        self._max_t = max_t
+
+    def on_result(self, trial: Any, cur_iter: int, cur_rew: float | None) -> str:
+        """STOP at a rung below ``max_t`` that fewer than ``bootstrap`` trials reached; otherwise Tune's rule."""
+        for milestone, recorded in compat.bracket_rungs(self):
+            if cur_iter < milestone or trial.trial_id in recorded:
+                continue
+            if milestone < self._max_t and len(recorded) < self._bootstrap and cur_rew is not None:
+                recorded[trial.trial_id] = cur_rew
+                return TrialScheduler.STOP
+            break
+        return super().on_result(trial, cur_iter, cur_rew)
+
+
+class BootstrapASHA(AsyncHyperBandScheduler):
+    """Tune's ASHA with Optuna's ``bootstrap_count`` (see :class:`_BootstrapBracket`).
+
+    Args:
+        bootstrap_count: Trials that must have reached a rung before a trial may continue past it.
+        **kwargs: Passed to ``AsyncHyperBandScheduler`` (one bracket).
+    """
+
+    def __init__(self, bootstrap_count: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        bracket = _BootstrapBracket(
+                min_t=kwargs["grace_period"],
+                max_t=kwargs["max_t"],
+                reduction_factor=kwargs["reduction_factor"],
+                s=0,
+                stop_last_trials=compat.asha_stop_last_trials(self),
+                bootstrap=bootstrap_count,
+            )
+        compat.set_asha_brackets(self, [bracket])
+
+
+def _asha(config: SweepConfig) -> TrialScheduler:
+    arguments = {
+        "time_attr": TIME_ATTR,
+        "max_t": config.trial.max_epochs,
+        "grace_period": min(config.scheduler.grace_period, config.trial.max_epochs),
+        "reduction_factor": config.scheduler.reduction_factor,
+    }
+    if config.scheduler.bootstrap_count:
+        return BootstrapASHA(config.scheduler.bootstrap_count, **arguments)
+    return AsyncHyperBandScheduler(**arguments)
+
+
+class FinishingHyperBand(HyperBandScheduler):
+    """Tune's ``HyperBandScheduler`` that stops a trial at ``max_t`` instead of pausing it.
+
+    Stock HyperBand pauses a trial that reaches the top rung while another trial of its bracket is still
+    training, and stops it when the bracket finishes. If the bracket finishes while that trial's pause is
+    still saving its checkpoint (every epoch reports one here), the stop misses it (``cleanup_full`` only
+    stops trials already PAUSED), it is paused afterwards, and nothing ever resumes or stops it: the sweep
+    waits forever. A trial at ``max_t`` has no work left, so it is stopped and leaves the bracket at once.
+    """
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
+        """HyperBand's decision, with PAUSE at ``max_t`` turned into STOP."""
+        action = super().on_trial_result(tune_controller, trial, result)
+        time_attr, max_t = compat.hyperband_time_attr_and_max_t(self)
+        if action == TrialScheduler.PAUSE and result.get(time_attr, 0) >= max_t:
+            compat.hyperband_bracket_of(self, trial).cleanup_trial(trial)
+            return TrialScheduler.STOP
+        return action
+
+
+def _hyperband(config: SweepConfig) -> TrialScheduler:
+    return FinishingHyperBand(
+        time_attr=TIME_ATTR,
+        max_t=config.trial.max_epochs,
+        reduction_factor=config.scheduler.reduction_factor,
+    )
+
+
+def _median(config: SweepConfig) -> TrialScheduler:
+    return MedianStoppingRule(time_attr=TIME_ATTR, grace_period=config.scheduler.grace_period)
+
+
+SCHEDULERS: dict[str, Callable[[SweepConfig], TrialScheduler]] = {
+    "asha": _asha,
+    "hyperband": _hyperband,
+    "median": _median,
+    "fifo": lambda config: FIFOScheduler(),
+}
+
+
+def build_scheduler(config: SweepConfig) -> TrialScheduler:
+    """Returns the Tune scheduler named by ``scheduler.type``."""
+    return SCHEDULERS[config.scheduler.type](config)

@@ -1,0 +1,188 @@
+"""Searcher registry: ``search.algorithm`` → a Ray Tune search algorithm.
+
+``optuna-tpe``, ``optuna-gp`` and ``random`` are Optuna samplers behind Ray's ``OptunaSearch``, with the
+study persisted in ``STORAGE/NAME/optuna.db`` (readable by ``optuna-dashboard``); ``grid`` is Tune's grid
+expansion. ``search.repeats`` wraps the searcher in Tune's ``Repeater``: each sampled configuration runs
+``repeats`` times with different seeds and the searcher is told the mean.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ray.tune.search import BasicVariantGenerator, Repeater
+from ray.tune.search.optuna import OptunaSearch
+
+from hpo import compat
+from hpo.config import SweepConfig
+from hpo.options import WarmStartMode
+from hpo.search.budget import TIME_ATTR
+from hpo.search.space import SearchSpace
+from hpo.search.warmstart import seed_study
+from hpo.trial.protocol import FINISHED_KEY
+
+logger = logging.getLogger(__name__)
+
+
+def _startup(config: SweepConfig) -> dict[str, int]:
+    n = config.search.startup_trials
+    return {} if n is None else {"n_startup_trials": n}
+
+
+def _tpe(config: SweepConfig) -> Any:
+    import optuna
+
+    return optuna.samplers.TPESampler(seed=config.search.seed, **_startup(config))
+
+
+def _gp(config: SweepConfig) -> Any:
+    import optuna
+
+    return optuna.samplers.GPSampler(seed=config.search.seed, **_startup(config))
+
+
+def _random(config: SweepConfig) -> Any:
+    import optuna
+
+    return optuna.samplers.RandomSampler(seed=config.search.seed)
+
+
+#: ``search.algorithm`` → the Optuna sampler behind hpo's ``OptunaSearch`` (``grid`` is Tune's own grid).
+SAMPLERS: dict[str, Callable[[SweepConfig], Any]] = {"optuna-tpe": _tpe, "optuna-gp": _gp, "random": _random}
+
+
+def study_url(sweep_dir: Path) -> str:
+    """The Optuna RDB storage URL of a sweep's study."""
+    return f"sqlite:///{sweep_dir / 'optuna.db'}"
+
+
+def _grid(config: SweepConfig, sweep_dir: Path, resume: bool, warm: WarmPoints, warm_mode: WarmStartMode) -> Any:
+    return CappedGrid(config.search.max_trials, random_state=config.search.seed)
+
+
+def _optuna(config: SweepConfig, sweep_dir: Path, resume: bool, warm: WarmPoints, warm_mode: WarmStartMode) -> Any:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    storage = optuna.storages.RDBStorage(study_url(sweep_dir))
+    if not resume:
+        try:
+            optuna.delete_study(study_name=config.name, storage=storage)
+        except KeyError:
+            pass
+        if warm:
+            seed_study(study_url(sweep_dir), config, warm, warm_mode)
+    return DurableOptunaSearch(
+        space=SearchSpace(config).define_by_run(),
+        metric=config.objective.metric,
+        mode=config.objective.mode,
+        sampler=SAMPLERS[config.search.algorithm](config),
+        storage=storage,
+        study_name=config.name,
+    )
+
+
+WarmPoints = list[tuple[dict[str, Any], float]] | None
+#: ``search.algorithm`` → a factory ``(config, sweep_dir, resume, warm points, warm mode)`` → Tune searcher.
+SEARCHERS: dict[str, Callable[[SweepConfig, Path, bool, WarmPoints, WarmStartMode], Any]] = {
+    **{name: _optuna for name in SAMPLERS},
+    "grid": _grid,
+}
+
+
+def build_searcher(
+    config: SweepConfig,
+    sweep_dir: Path,
+    resume: bool = False,
+    warm_points: WarmPoints = None,
+    warm_mode: WarmStartMode = "prior",
+) -> Any:
+    """Returns the Tune search algorithm named by ``search.algorithm`` (wrapped for repeats).
+
+    Args:
+        config: The sweep.
+        sweep_dir: ``STORAGE/NAME``; the Optuna study is kept there.
+        resume: Continue the persisted study instead of starting a fresh one.
+        warm_points: ``(params, metric)`` of a previous sweep to seed the study with.
+        warm_mode: ``prior`` (told as finished trials) or ``reevaluate`` (queued to run first).
+    """
+    searcher = SEARCHERS[config.search.algorithm](config, sweep_dir, resume, warm_points, warm_mode)
+    if config.search.repeats > 1:
+        return Repeater(searcher, repeat=config.search.repeats, set_index=True)
+    return searcher
+
+
+class DurableOptunaSearch(OptunaSearch):
+    """Tune's ``OptunaSearch``, telling scheduler stops as Optuna prunes, for a study that outlives Tune's state.
+
+    A trial the scheduler stopped is told as PRUNED, with every epoch's value as an intermediate value (the
+    last one becomes the trial's value, as Optuna does for its own pruners). Ray's ``OptunaSearch`` tells
+    it COMPLETE, so TPE ranked an epoch-1 accuracy of a trial ASHA cut against the final accuracy of trials
+    that trained to ``max_epochs``; as PRUNED, TPE ranks finished trials first, then stopped ones by how far
+    they got and their last value. Trials that finished (or repeats' means) are told COMPLETE as before.
+
+    Tune saves its experiment state (searcher included) every few seconds; the Optuna study is written at
+    once. A sweep killed in between resumes with trials that Tune re-runs from their last checkpoint but
+    that the study has already finished. Their repeated results and completions are logged and ignored
+    (the study keeps the value it was told first) instead of stopping the sweep with Optuna's
+    ``UpdateFinishedTrialError``.
+    """
+
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        """Reports an intermediate value, unless the study already finished this trial."""
+        from optuna.exceptions import UpdateFinishedTrialError
+
+        try:
+            super().on_trial_result(trial_id, result)
+        except UpdateFinishedTrialError:
+            logger.info("trial %s finished in the study before the sweep was resumed; result not re-told", trial_id)
+            compat.optuna_search_told(self).add(trial_id)
+
+    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
+        """Tells the study how the trial ended: PRUNED if the scheduler stopped it, else as Ray does."""
+        stopped = bool(result) and not error and result.get(FINISHED_KEY) is False
+        value = (result or {}).get(self.metric)
+        step = (result or {}).get(TIME_ATTR)
+        if not stopped or value is None or step is None or trial_id in compat.optuna_search_told(self):
+            super().on_trial_complete(trial_id, result=result, error=error)
+            return
+        import optuna
+
+        trial = compat.optuna_search_trial(self, trial_id)
+        try:
+            with warnings.catch_warnings():  # Optuna warns (and ignores it) if the step was reported already
+                warnings.simplefilter("ignore")
+                trial.report(value, step)  # the result that made the scheduler stop it is not reported yet
+            compat.optuna_search_study(self).tell(trial, state=optuna.trial.TrialState.PRUNED)
+        except (optuna.exceptions.UpdateFinishedTrialError, ValueError, RuntimeError) as exc:
+            logger.info("trial %s not told as pruned: %s", trial_id, exc)  # e.g. finished before a resume
+        compat.optuna_search_told(self).add(trial_id)
+
+
+class CappedGrid(BasicVariantGenerator):
+    """Tune's grid expansion that hands out at most ``max_trials`` trials (None: the whole grid).
+
+    Args:
+        max_trials: The cap (``search.max_trials``).
+        **kwargs: Passed to ``BasicVariantGenerator``.
+    """
+
+    def __init__(self, max_trials: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._max_trials = max_trials
+        self._handed_out = 0
+
+    def next_trial(self) -> Any:
+        """The next grid point's trial, or None once ``max_trials`` were handed out (or the grid is done)."""
+        if self._max_trials is not None and self._handed_out >= self._max_trials:
+            self.set_finished()
+            return None
+        trial = super().next_trial()
+        if trial is not None:
+            self._handed_out += 1
+        return trial

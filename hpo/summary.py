@@ -1,0 +1,217 @@
+"""A sweep's results: one :class:`~hpo.trial.protocol.TrialRow` per trial, the best, the goal, ``summary.json``.
+
+``summary.json`` (``STORAGE/NAME/summary.json``) is the contract CI jobs and notebooks read:
+``{name, objective, best, trials, mlflow, wall_time_s[, goal]}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpo.config import SweepConfig
+from hpo.errors import ConfigError
+from hpo.objective import best_value, configuration_key, reaches_goal, repeats_reach_goal
+from hpo.options import summary_path
+from hpo.trial.protocol import REPEAT_KEY, TrialRow, epochs_of, trial_status
+
+
+@dataclass
+class TuneResult:
+    """What a finished sweep returns (and what ``summary.json`` holds).
+
+    Attributes:
+        name: Sweep name.
+        best_params: Parameters of the best trial.
+        best_metric: Its objective value (best epoch, whose weights EarlyStopping restores).
+        best_trial_id: Its Tune trial id.
+        trials: One row per trial: trial_id, status, epochs, metric, stopped_early, mlflow_run_id, params.
+        summary_path: Path of ``summary.json``.
+        summary: The summary as written.
+    """
+
+    name: str
+    best_params: dict[str, Any]
+    best_metric: float | None
+    best_trial_id: str | None
+    trials: Any
+    summary_path: Path
+    summary: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_summary(cls, summary: dict[str, Any], path: Path) -> TuneResult:
+        """The result of a sweep whose summary was written to ``path``."""
+        import pandas as pd
+
+        rows = summary["trials"]
+        frame = pd.DataFrame([{**{k: v for k, v in r.items() if k != "params"}, **r["params"]} for r in rows])
+        best = summary.get("best") or {}
+        return cls(
+            name=summary["name"],
+            best_params=best.get("params", {}),
+            best_metric=best.get("metric"),
+            best_trial_id=best.get("trial_id"),
+            trials=frame,
+            summary_path=path,
+            summary=summary,
+        )
+
+
+def trial_rows(results: Any, config: SweepConfig, run_ids: dict[str, str]) -> list[TrialRow]:
+    """One row per trial of Tune's ``ResultGrid``, sorted by trial id.
+
+    A trial's metric is the objective at its best epoch (the weights EarlyStopping restores).
+    """
+    metric, mode = config.objective.metric, config.objective.mode
+    rows = []
+    for result in results:
+        last = result.metrics or {}
+        trial_id = last.get("trial_id") or Path(result.path).name
+        history = result.metrics_dataframe
+        values = list(history[metric]) if history is not None and metric in history else []
+        params = dict(result.config or {})
+        repeat = int(params.pop(REPEAT_KEY, 0))
+        status = trial_status(last, result.error is not None)
+        rows.append(
+            TrialRow(
+                trial_id=trial_id,
+                params=params,
+                status=status,
+                epochs=epochs_of(last),
+                metric=best_value(values, mode),
+                stopped_early=status == "stopped_early",
+                mlflow_run_id=run_ids.get(trial_id),
+                checkpoint=result.checkpoint.path if result.checkpoint else None,
+                repeat=repeat,
+                error=str(result.error).strip().splitlines()[-1][:500] if result.error is not None else None,
+            )
+        )
+    return sorted(rows, key=lambda r: r.trial_id)
+
+
+def best_row(rows: list[TrialRow], mode: str) -> TrialRow | None:
+    """The trial with the best metric (None if no trial has one)."""
+    scored = [r for r in rows if r.metric is not None]
+    if not scored:
+        return None
+    pick = max if mode == "max" else min
+    return pick(scored, key=lambda r: r.metric)
+
+
+def goal_status(config: SweepConfig, rows: list[TrialRow]) -> dict[str, Any]:
+    """``{value, reached, trial_id}``: whether a trial's best epoch reached ``objective.goal``, and the first that did.
+
+    "First" is in trial-id order (Tune's ids count up as trials start), which is the order trials ran in
+    when they run one at a time. With ``search.repeats`` > 1 a configuration reaches the goal when the mean
+    of its repeats' best epochs does (all repeats ended with a value); ``trial_id`` is its first trial and
+    ``trial_ids`` lists all of them.
+    """
+    goal, mode, repeats = config.objective.goal, config.objective.mode, config.search.repeats
+    if goal is None:
+        return {"value": None, "reached": False, "trial_id": None}
+    if repeats == 1:
+        hit = [r.trial_id for r in rows if reaches_goal(r.metric, goal, mode)]
+        return {"value": goal, "reached": bool(hit), "trial_id": hit[0] if hit else None}
+    groups: dict[str, list[TrialRow]] = {}
+    for row in sorted(rows, key=lambda r: r.trial_id):
+        groups.setdefault(configuration_key(row.params), []).append(row)
+    reaching = []
+    for group in groups.values():
+        for i in range(0, len(group) - repeats + 1, repeats):  # the same configuration drawn again: a new group
+            if repeats_reach_goal([r.metric for r in group[i : i + repeats]], goal, mode):
+                reaching.append([r.trial_id for r in group[i : i + repeats]])
+    first = min(reaching, default=None)
+    return {"value": goal, "reached": first is not None, "trial_id": first[0] if first else None,
+            "trial_ids": first}
+
+
+def build_summary(
+    config: SweepConfig,
+    rows: list[TrialRow],
+    mlflow: dict[str, Any],
+    wall_time_s: float,
+    goal: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The ``summary.json`` document of a sweep."""
+    best = best_row(rows, config.objective.mode)
+    summary: dict[str, Any] = {
+        "name": config.name,
+        "objective": {"metric": config.objective.metric, "mode": config.objective.mode},
+        "best": {"trial_id": best.trial_id, "params": best.params, "metric": best.metric} if best else None,
+        "trials": [r.to_dict() for r in rows],
+        "mlflow": mlflow,
+        "wall_time_s": round(wall_time_s, 2),
+    }
+    if goal is not None:
+        summary["goal"] = goal
+    return summary
+
+
+def failure_line(exc: BaseException) -> str:
+    """The line that says what went wrong: the last line of the innermost cause (Tune wraps tracebacks)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if "Traceback (most recent call last)" in text and not lines[-1].startswith("Traceback"):
+        return lines[-1]  # already "SomeError: message"
+    return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
+
+
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    """Writes ``summary.json`` atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+def read_summary(storage: Path, name: str) -> dict[str, Any]:
+    """Reads sweep ``name``'s ``summary.json``.
+
+    Raises:
+        ConfigError: If the sweep has no summary there.
+    """
+    path = summary_path(storage, name)
+    if not path.is_file():
+        raise ConfigError(f"{path}: (file): no summary for sweep '{name}'; run 'hpo tune' first or pass --storage")
+    return json.loads(path.read_text())
+
+
+def sync_sweep(storage: Path, name: str) -> tuple[int, int]:
+    """Sends a finished sweep's spooled MLflow writes (``hpo sync``) and updates its summary.json.
+
+    Returns:
+        (writes sent, writes still waiting).
+
+    Raises:
+        ConfigError: No summary, or the tracking server is unreachable.
+    """
+    from hpo.tracking import health, is_server
+    from hpo.tracking.outbox import SPOOL_NAME, Outbox, update_summary
+
+    summary = read_summary(storage, name)
+    path = summary_path(storage, name)
+    info = summary["mlflow"]
+    spool = path.parent / SPOOL_NAME
+    if not spool.is_file():
+        return 0, 0
+    problem = health(info["uri"]) if is_server(info["uri"]) else None
+    if problem is not None:
+        raise ConfigError(
+            f"{path}: mlflow.uri: MLflow server {info['uri']} is unreachable ({problem}); "
+            "start it again, then rerun 'hpo sync'"
+        )
+    outbox = Outbox(info["uri"], spool, info["parent_run_id"], info["experiment_id"])
+    known = {f"trial:{t['trial_id']}": t["mlflow_run_id"] for t in summary["trials"] if t.get("mlflow_run_id")}
+    outbox.run_ids.update(known)
+    if info.get("model"):
+        outbox.model = info["model"]
+    total = sum(1 for line in spool.read_text().splitlines() if line.strip())
+    left = outbox.flush()
+    update_summary(summary, outbox, left)
+    write_summary(path, summary)
+    return total - left, left

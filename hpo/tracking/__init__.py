@@ -1,0 +1,23 @@
+"""Tracking: MLflow nesting (a parent run per sweep, a nested run per trial), outbox, server, best model.
+
+Modules: :mod:`~hpo.tracking.uri` (store URIs), :mod:`~hpo.tracking.runs` (parent run, run lookups),
+:mod:`~hpo.tracking.nesting` (the Tune callback), :mod:`~hpo.tracking.outbox` (retries and spool),
+:mod:`~hpo.tracking.server` (``mlflow server``, reachability), :mod:`~hpo.tracking.best_model`,
+:mod:`~hpo.tracking.sweep_tracker` (:class:`Tracker` and the MLflow one).
+"""
+
+from __future__ import annotations
+
+from hpo.tracking.server import MlflowServer, check_reachable, free_port, health
+from hpo.tracking.uri import SQLITE_SUFFIXES, is_local, is_server, normalize_uri
+
+__all__ = [
+    "SQLITE_SUFFIXES",
+    "MlflowServer",
+    "check_reachable",
+    "free_port",
+    "health",
+    "is_local",
+    "is_server",
+    "normalize_uri",
+]

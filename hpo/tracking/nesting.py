@@ -1,0 +1,145 @@
+"""MLflow nesting: one parent run per sweep, one nested run per trial, written from the sweep's driver.
+
+Ray's ``MLflowLoggerCallback`` makes flat runs; :class:`MlflowNesting` is a Tune callback that runs in
+the sweep's driver process (the only MLflow writer, so a sqlite store sees no concurrent writers) and
+nests every trial run under the sweep's parent run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ray.tune import Callback
+
+from hpo.tracking.outbox import SPOOL_NAME, Outbox
+from hpo.tracking.runs import SweepRun, finite, trial_run_ids
+from hpo.trial.protocol import (
+    BOOKKEEPING_KEYS,
+    EFFECTIVE_KEYS,
+    REPEAT_KEY,
+    epochs_of,
+    finished,
+    stop_reason,
+    trial_status,
+)
+
+
+class MlflowNesting(Callback):
+    """Tune callback: a nested MLflow run per trial, with per-epoch metrics and a final status.
+
+    Every write goes through the sweep's :class:`~hpo.outbox.Outbox`, so a tracking server that goes
+    away mid-sweep costs no results: they are spooled and sent later.
+
+    Args:
+        sweep: The parent run.
+        objective: The objective metric name.
+        mode: ``max`` or ``min``.
+        sweep_name: The sweep's name (tag ``hpo.sweep`` of every trial run).
+        spool_path: The sweep's spool file (``STORAGE/NAME/mlflow_spool.jsonl``).
+    """
+
+    def __init__(
+        self, sweep: SweepRun, objective: str, mode: str, sweep_name: str = "", spool_path: Path | None = None
+    ) -> None:
+        self.sweep = sweep
+        self.sweep_name = sweep_name
+        self.objective = objective
+        self.mode = mode
+        self.outbox = Outbox(
+            sweep.uri, spool_path or Path(SPOOL_NAME).resolve(), sweep.parent_run_id, sweep.experiment_id
+        )
+        self._started: set[str] = set()
+        self._closed: set[str] = set()
+        self._last_step: dict[str, int] = {}
+
+    @property
+    def run_ids(self) -> dict[str, str]:
+        """Trial id → MLflow run id, for the runs created so far (not those still in the spool)."""
+        return {k.split(":", 1)[1]: v for k, v in self.outbox.run_ids.items() if k.startswith("trial:")}
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """Creates the trial's nested run and logs its sampled parameters."""
+        if trial.trial_id in self._started:
+            return
+        self._started.add(trial.trial_id)
+        key = f"trial:{trial.trial_id}"
+        existing = self._existing_run(trial.trial_id)
+        if existing is not None:
+            # A resumed sweep (or a retried trial): keep logging into the same run, after its last epoch.
+            self.outbox.run_ids[key] = existing
+            history = self.outbox.client.get_metric_history(existing, self.objective)
+            self._last_step[trial.trial_id] = max((m.step for m in history), default=0)
+            self.outbox.terminate(key, "RUNNING")
+            return
+        self.outbox.create_run(
+            key,
+            run_name=f"trial-{trial.trial_id}",
+            tags={
+                "mlflow.parentRunId": self.sweep.parent_run_id,
+                "hpo.kind": "trial",
+                "hpo.trial_id": trial.trial_id,
+                "hpo.sweep": self.sweep_name,
+                "hpo.repeat": str(trial.config.get(REPEAT_KEY, 0)),
+            },
+        )
+        params = {str(k): str(v)[:6000] for k, v in trial.config.items() if k != REPEAT_KEY}
+        self.outbox.log(key, params=params)
+
+    def _existing_run(self, trial_id: str) -> str | None:
+        """The run of ``trial_id`` if the parent already has one (None, too, while the server is down)."""
+        if self.outbox.down:
+            return None
+        try:
+            return trial_run_ids(self.sweep, self.outbox.client).get(trial_id)
+        except Exception:  # noqa: BLE001  (server just went away: the outbox spools the new run's writes)
+            return None
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        """Logs one epoch's metrics (step = epoch); the effective LR and global batch as params."""
+        step = int(result.get("epoch", result.get("training_iteration", 0)))
+        if step <= self._last_step.get(trial.trial_id, 0):
+            return  # already logged before the sweep or the trial was resumed
+        self._last_step[trial.trial_id] = step
+        ts = int(result.get("timestamp", 0) * 1000)
+        metrics = [
+            (key, float(value), ts, step)
+            for key, value in result.items()
+            if key not in BOOKKEEPING_KEYS and finite(value)
+        ]
+        params = {}
+        if step == 1 or result.get("training_iteration") == 1:
+            params = {k: str(result[k]) for k in EFFECTIVE_KEYS if k in result}
+        self.outbox.log(f"trial:{trial.trial_id}", metrics=metrics, params=params)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """Tags the run completed (max epochs, patience or goal) or stopped_early (scheduler) and closes it."""
+        last = trial.last_result
+        tags = {"hpo.status": trial_status(last, False), "hpo.stop_reason": stop_reason(last),
+                "hpo.epochs": str(epochs_of(last))}
+        self._finish(trial, "FINISHED", tags)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """Tags the run failed, with the error's last line, and closes it."""
+        reason = str(getattr(trial, "error_msg", None) or "trial failed").strip().splitlines()
+        self._finish(trial, "FAILED", {"hpo.status": "failed", "hpo.stop_reason": (reason[-1] if reason else "")[:500]})
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        """Closes the runs of trials Tune stopped with the whole sweep (time budget, goal), which it does not report.
+
+        Tune calls no trial hook for them, so their runs would stay RUNNING.
+        """
+        for trial in trials:
+            if trial.trial_id in self._started and trial.trial_id not in self._closed:
+                if finished(trial.last_result):
+                    self.on_trial_complete(0, trials, trial)
+                    continue
+                tags = {"hpo.status": "stopped_early", "hpo.stop_reason": "sweep_stopped",
+                        "hpo.epochs": str(epochs_of(trial.last_result))}
+                self._finish(trial, "FINISHED", tags)
+
+    def _finish(self, trial: Any, mlflow_status: str, tags: dict[str, str]) -> None:
+        self._closed.add(trial.trial_id)
+        key = f"trial:{trial.trial_id}"
+        self.outbox.log(key, tags=tags)
+        self.outbox.terminate(key, mlflow_status)

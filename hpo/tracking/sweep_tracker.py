@@ -1,0 +1,182 @@
+"""One sweep's tracking, start to end: the parent run, the per-trial nesting callback, the final close.
+
+:class:`Tracker` is the interface the sweep talks to; :class:`MlflowTracker` is the MLflow one (the only
+one today). Another backend (e.g. Weights & Biases) would implement the same four members.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from hpo.config import SweepConfig
+from hpo.tracking import best_model
+from hpo.tracking.nesting import MlflowNesting
+from hpo.tracking.outbox import SPOOL_NAME, update_summary
+from hpo.tracking.runs import (
+    SweepRun,
+    close_lost_runs,
+    finite,
+    git_tags,
+    log_sweep_file,
+    resume_sweep_run,
+    start_sweep_run,
+    trial_run_ids,
+)
+from hpo.tracking.uri import is_local, normalize_uri
+from hpo.trial.protocol import TrialRow
+
+#: Driver-side state of a sweep (its parent run), in ``STORAGE/NAME``; a resume reads it back.
+STATE_FILE = "hpo_state.json"
+
+
+class Tracker(Protocol):
+    """What a sweep needs from a tracking backend."""
+
+    callback: Any  # a Tune callback that logs every trial
+
+    def finish(
+        self, rows: list[TrialRow], best: TrialRow | None, goal: dict[str, Any] | None, summary: dict[str, Any]
+    ) -> int:
+        """Closes the sweep's runs, logs the best model, fills ``summary["mlflow"]``; returns unsent writes."""
+        ...
+
+    def fail(self) -> None:
+        """Marks the sweep failed (it stopped with an error)."""
+        ...
+
+    def summary_section(self) -> dict[str, Any]:
+        """``{uri, experiment_id, parent_run_id}`` for ``summary.json``."""
+        ...
+
+
+class MlflowTracker:
+    """A parent MLflow run per sweep and a nested run per trial, all written through one outbox.
+
+    Args:
+        config: The sweep.
+        source: The sweep file (logged as an artifact) or ``<SweepConfig …>``.
+        sweep_dir: ``STORAGE/NAME`` (state file and MLflow spool).
+        artifact_root: Artifact root for a new experiment in a local store.
+        resume: Reopen the parent run of an interrupted sweep (from its state file) instead of a new one.
+        sample: ``(validation URL, features column)``: rows for the registered model's signature.
+    """
+
+    def __init__(
+        self,
+        config: SweepConfig,
+        source: str,
+        sweep_dir: Path,
+        artifact_root: Path,
+        resume: bool,
+        sample: tuple[str, str],
+    ) -> None:
+        self.config = config
+        self.uri = normalize_uri(config.tracking.mlflow_uri)
+        self.sample = sample
+        state = sweep_dir / STATE_FILE
+        if resume:
+            self.run = resume_sweep_run(SweepRun(**json.loads(state.read_text())["mlflow"]))
+        else:
+            self.run = self._start(source, artifact_root)
+            sweep_dir.mkdir(parents=True, exist_ok=True)
+            state.write_text(json.dumps({"mlflow": self.run.__dict__}))
+        self.callback = MlflowNesting(
+            self.run, config.objective.metric, config.objective.mode, config.name, sweep_dir / SPOOL_NAME
+        )
+        self.outbox = self.callback.outbox
+
+    @staticmethod
+    def resumable(sweep_dir: Path) -> bool:
+        """True if ``sweep_dir`` holds the state of a sweep started before."""
+        return (sweep_dir / STATE_FILE).is_file()
+
+    def _start(self, source: str, artifact_root: Path) -> SweepRun:
+        config = self.config
+        run = start_sweep_run(
+            self.uri,
+            config.tracking.experiment or config.name,
+            config.name,
+            params=flat_params(config),
+            tags={
+                "hpo.sweep_file": source,
+                "hpo.searcher": config.search.algorithm,
+                "hpo.scheduler": config.scheduler.type,
+                "hpo.objective": f"{config.objective.metric} ({config.objective.mode})",
+                **git_tags(Path.cwd()),
+            },
+            artifact_location=artifact_root.as_uri() if is_local(self.uri) else None,
+        )
+        sweep_file = Path(source) if not source.startswith("<") else None
+        log_sweep_file(run, sweep_file, config_yaml(config))
+        return run
+
+    def summary_section(self) -> dict[str, Any]:
+        """``{uri, experiment_id, parent_run_id}`` for ``summary.json``."""
+        return {"uri": self.uri, "experiment_id": self.run.experiment_id, "parent_run_id": self.run.parent_run_id}
+
+    def run_ids(self) -> dict[str, str]:
+        """Trial id → nested run id, including runs of an earlier attempt of a resumed sweep."""
+        return {} if self.outbox.down else trial_run_ids(self.run)
+
+    def finish(
+        self, rows: list[TrialRow], best: TrialRow | None, goal: dict[str, Any] | None, summary: dict[str, Any]
+    ) -> int:
+        """Closes lost runs, logs and registers the best model, logs the final figures, closes the parent.
+
+        Returns:
+            MLflow writes still waiting in the spool (the server was unreachable).
+        """
+        if not self.outbox.down:  # a resumed sweep: close the runs of trials the crash took away
+            close_lost_runs(self.run, set(self.run_ids()) - {r.trial_id for r in rows})
+        self._close_parent(rows, best, goal)
+        pending = self.outbox.flush() if self.outbox.down else 0  # sends what was spooled, if the server is back
+        update_summary(summary, self.outbox, pending)
+        return pending
+
+    def fail(self) -> None:
+        """Tags the parent run failed and closes it."""
+        self.outbox.log("sweep", tags={"hpo.status": "failed"})
+        self.outbox.terminate("sweep", "FAILED")
+
+    def _close_parent(self, rows: list[TrialRow], best: TrialRow | None, goal: dict[str, Any] | None) -> None:
+        """Logs the best finished trial's model (registered under the sweep name), the final best and the goal."""
+        config, outbox = self.config, self.outbox
+        picked = best_model.pick_model_trial(rows, config.objective.mode)
+        if picked is not None:
+            row, path = picked
+            outbox.log_model(str(path), self.sample[0], self.sample[1], config.name, row.trial_id)
+        final = {f"best_{config.objective.metric}": best.metric} if best else {}
+        final.update(
+            trials=len(rows),
+            trials_stopped_early=sum(r.stopped_early for r in rows),
+            trials_failed=sum(r.status == "failed" for r in rows),
+        )
+        now = int(time.time() * 1000)
+        tags = {"hpo.best_trial_id": best.trial_id if best else ""}
+        if best:
+            tags["hpo.best_params"] = json.dumps(best.params, default=str)
+        if goal is not None:
+            tags["hpo.goal_reached"] = "true" if goal["reached"] else "false"
+            tags["hpo.goal_trial_id"] = goal["trial_id"] or ""
+        metrics = [(k, float(v), now, 0) for k, v in final.items() if finite(v)]
+        outbox.log("sweep", metrics=metrics, tags=tags)
+        outbox.terminate("sweep", "FAILED" if best is None else "FINISHED")
+
+
+def flat_params(config: SweepConfig) -> dict[str, Any]:
+    """The sweep's settings as flat ``section.key`` MLflow params (the space is logged as one JSON)."""
+    out: dict[str, Any] = {"model": config.model, "space": json.dumps(config.model_dump()["space"])}
+    for section in ("data", "objective", "search", "scheduler", "trial"):
+        for key, value in getattr(config, section).model_dump().items():
+            out[f"{section}.{key}"] = value
+    return out
+
+
+def config_yaml(config: SweepConfig) -> str:
+    """The sweep as YAML (logged when it did not come from a file)."""
+    import yaml
+
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,213 @@
+"""What crosses a process boundary in a trial, and the keys of the results Tune records.
+
+Rank 0 of a trial sends :class:`TrialStarted` once and an :class:`EpochReport` per epoch to the trial
+driver (through the backend's channel actor); the driver turns each report into one Tune result
+(:func:`epoch_result`), which the scheduler, the searcher, MLflow tracking, the console and
+``summary.json`` read back with the keys defined here. How a trial ended (:func:`trial_status`,
+:func:`stop_reason`) is decided here once, from its last result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+#: Config key Tune's Repeater sets on each trial: its repeat index (0..repeats-1).
+REPEAT_KEY = "__trial_index__"
+#: Result key every epoch report carries: True on a trial's last epoch (max_epochs, patience or goal), so a
+#: trial that ended without it was stopped by the scheduler (or with the whole sweep).
+FINISHED_KEY = "trial_finished"
+#: The epoch a result is about (1-based); MLflow's step.
+EPOCH_KEY = "epoch"
+#: The trial's effective training settings, reported with every epoch; MLflow logs them once, as params.
+EFFECTIVE_KEYS = ("effective_learning_rate", "global_batch_size", "steps_per_epoch", "validation_steps")
+#: Result keys that describe the run, not the model: MLflow does not log them as metrics.
+BOOKKEEPING_KEYS = frozenset(
+    {
+        *EFFECTIVE_KEYS,
+        FINISHED_KEY,
+        EPOCH_KEY,
+        "warm_start",
+        "resumed_from_epoch",
+        "stopped_by_patience",
+        "stopped_by_goal",
+        "startup_s",
+        # Tune's own
+        "done",
+        "training_iteration",
+        "time_this_iter_s",
+        "time_total_s",
+        "timestamp",
+        "time_since_restore",
+        "iterations_since_restore",
+        "pid",
+        "node_ip",
+    }
+)
+
+TrialStatus = Literal["completed", "stopped_early", "failed"]
+
+
+@dataclass(frozen=True)
+class TrialStarted:
+    """Rank 0 is about to train its first epoch (``time``: wall clock)."""
+
+    time: float
+
+
+@dataclass(frozen=True)
+class EpochCheckpoint:
+    """What a resumed trial needs: training state plus the weights (Ray object refs, or arrays once fetched).
+
+    Attributes:
+        state: ``{"epoch": n, "early_stopping": {"best", "wait", "best_epoch"}}``.
+        weights: The model's weights after this epoch.
+        best_weights: EarlyStopping's best weights, if they are not this epoch's (else None).
+    """
+
+    state: dict[str, Any]
+    weights: Any
+    best_weights: Any = None
+
+
+@dataclass(frozen=True)
+class EpochReport:
+    """One epoch of a trial, from rank 0 to the trial driver (metrics averaged over ranks).
+
+    Attributes:
+        epoch: 1-based epoch number.
+        metrics: Keras' epoch logs (``loss``, ``val_accuracy``, ...), as floats.
+        epoch_time_s: Seconds the epoch took on rank 0.
+        time: Wall-clock time at the end of the epoch.
+        last: True if training ends with this epoch (max_epochs, patience or goal).
+        stopped_by_patience: EarlyStopping ended training.
+        stopped_by_goal: The objective goal was reached at this epoch.
+        checkpoint: The epoch's checkpoint.
+    """
+
+    epoch: int
+    metrics: dict[str, float]
+    epoch_time_s: float
+    time: float
+    last: bool
+    stopped_by_patience: bool = False
+    stopped_by_goal: bool = False
+    checkpoint: EpochCheckpoint = field(default_factory=lambda: EpochCheckpoint({}, None))
+
+
+Message = TrialStarted | EpochReport
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """Facts about a trial the driver adds to every epoch's result.
+
+    Attributes:
+        startup_s: Seconds from the trial's start to rank 0's first epoch (None before it started).
+        warm_start: The workers were kept warm from an earlier trial.
+        resumed_from_epoch: The checkpoint's epoch this attempt resumed from (0: a fresh start).
+        settings: The effective training settings (:data:`EFFECTIVE_KEYS` and more, see ``TrialSpec.hyper``).
+    """
+
+    startup_s: float | None
+    warm_start: bool
+    resumed_from_epoch: int
+    settings: dict[str, Any]
+
+
+def epoch_result(report: EpochReport, context: TrialContext, now: float) -> dict[str, Any]:
+    """The Tune result of one epoch: the model's metrics plus the trial's bookkeeping keys.
+
+    Args:
+        report: Rank 0's report.
+        context: What the driver knows about the trial.
+        now: The driver's clock when it reports (for ``report_lag_s``).
+    """
+    result: dict[str, Any] = dict(report.metrics)
+    result.update(
+        {
+            FINISHED_KEY: report.last,
+            EPOCH_KEY: report.epoch,
+            "epoch_time_s": report.epoch_time_s,
+            "stopped_by_patience": report.stopped_by_patience,
+            "stopped_by_goal": report.stopped_by_goal,
+            "startup_s": context.startup_s,
+            "warm_start": context.warm_start,
+            "resumed_from_epoch": context.resumed_from_epoch,
+            **{key: context.settings[key] for key in EFFECTIVE_KEYS},
+            # How far this report trails the workers' epoch end (a driver that cannot keep up shows here).
+            "report_lag_s": now - report.time,
+        }
+    )
+    return result
+
+
+def finished(result: dict[str, Any] | None) -> bool:
+    """True if a trial's (last) result says it trained to its own end."""
+    return bool((result or {}).get(FINISHED_KEY))
+
+
+def trial_status(last_result: dict[str, Any] | None, errored: bool) -> TrialStatus:
+    """How a trial ended: ``failed`` (an error), ``completed`` (its own end) or ``stopped_early`` (scheduler)."""
+    if errored:
+        return "failed"
+    return "completed" if finished(last_result) else "stopped_early"
+
+
+def stop_reason(last_result: dict[str, Any] | None) -> str:
+    """Why a trial that did not fail ended: ``goal``, ``early_stopping_patience``, ``max_epochs`` or ``scheduler``."""
+    last = last_result or {}
+    if not finished(last):
+        return "scheduler"
+    if last.get("stopped_by_goal"):
+        return "goal"
+    return "early_stopping_patience" if last.get("stopped_by_patience") else "max_epochs"
+
+
+def epochs_of(result: dict[str, Any] | None) -> int:
+    """The epochs a trial trained, from its last result (0 without one)."""
+    return int((result or {}).get(EPOCH_KEY, 0) or 0)
+
+
+@dataclass
+class TrialRow:
+    """One trial's outcome, as ``summary.json``, the results table and the DataFrame show it.
+
+    Attributes:
+        trial_id: Tune's trial id.
+        params: Its sampled parameters (without the repeat index).
+        status: ``completed``, ``stopped_early`` or ``failed``.
+        epochs: Epochs trained.
+        metric: The objective at its best epoch (None if it never reported a finite one).
+        stopped_early: ``status == "stopped_early"``.
+        mlflow_run_id: Its nested MLflow run (None while only in the spool).
+        checkpoint: Its last checkpoint's location.
+        repeat: Its repeat index.
+        error: The failure's one line (failed trials only).
+    """
+
+    trial_id: str
+    params: dict[str, Any]
+    status: TrialStatus
+    epochs: int
+    metric: float | None
+    stopped_early: bool
+    mlflow_run_id: str | None
+    checkpoint: str | None
+    repeat: int = 0
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as stored in ``summary.json`` (``error`` only for failed trials)."""
+        out = asdict(self)
+        if out["error"] is None:
+            del out["error"]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialRow:
+        """A row read back from ``summary.json``."""
+        known = {k: data.get(k) for k in cls.__dataclass_fields__}
+        known["repeat"] = int(known["repeat"] or 0)
+        known["params"] = dict(known["params"] or {})
+        return cls(**known)
