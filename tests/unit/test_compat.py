@@ -1,0 +1,106 @@
+"""Every private API hpo uses (hpo.compat) still exists in the installed Ray, Optuna, MLflow and Horovod.
+
+A failure here after an upgrade names the accessor in hpo/compat.py to update, instead of a sweep
+breaking half-way.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import inspect
+
+import pytest
+
+from hpo import compat
+from tests.conftest import base_sweep
+
+
+def _broken(accessor: str, package: str, what: str) -> str:
+    installed = importlib.metadata.version(package)
+    return (f"hpo.compat.{accessor}: {what} is gone in {package} {installed} "
+            f"(checked against {compat.CHECKED[package]}); update the accessor")
+
+
+def test_checked_versions_are_the_pinned_ones():
+    for package, version in compat.CHECKED.items():
+        assert importlib.metadata.version(package) == version, _broken("CHECKED", package, f"version {version}")
+
+
+def test_asha_internals():
+    from ray.tune.schedulers import AsyncHyperBandScheduler
+
+    bracket_cls = compat.asha_bracket_base()
+    assert "on_result" in vars(bracket_cls), _broken("asha_bracket_base", "ray", "_Bracket.on_result")
+    scheduler = AsyncHyperBandScheduler(time_attr="training_iteration", max_t=9, grace_period=1, reduction_factor=3)
+    assert isinstance(compat.asha_stop_last_trials(scheduler), bool), _broken(
+        "asha_stop_last_trials", "ray", "AsyncHyperBandScheduler._stop_last_trials")
+    bracket = bracket_cls(min_t=1, max_t=9, reduction_factor=3, s=0, stop_last_trials=True)
+    rungs = compat.bracket_rungs(bracket)
+    assert [m for m, _ in rungs] == [9, 3, 1] and all(r == {} for _, r in rungs), _broken(
+        "bracket_rungs", "ray", "_Bracket._rungs")
+    compat.set_asha_brackets(scheduler, [bracket])
+    assert scheduler._brackets == [bracket], _broken("set_asha_brackets", "ray", "AsyncHyperBandScheduler._brackets")
+
+
+def test_hyperband_internals():
+    from ray.tune.schedulers import HyperBandScheduler
+
+    scheduler = HyperBandScheduler(time_attr="training_iteration", max_t=9, reduction_factor=3)
+    assert compat.hyperband_time_attr_and_max_t(scheduler) == ("training_iteration", 9), _broken(
+        "hyperband_time_attr_and_max_t", "ray", "HyperBandScheduler._time_attr/_max_t_attr")
+    assert isinstance(scheduler._trial_info, dict), _broken("hyperband_bracket_of", "ray", "_trial_info")
+
+
+def test_optuna_search_internals(tmp_path):
+    import optuna
+    from ray.tune.search.optuna import OptunaSearch
+
+    from hpo.config import parse_sweep
+    from hpo.search import SearchSpace
+
+    config = parse_sweep(base_sweep())
+    searcher = OptunaSearch(space=SearchSpace(config).define_by_run(), metric="val_accuracy", mode="max",
+                            sampler=optuna.samplers.RandomSampler(seed=0))
+    assert searcher.suggest("t1") is not None
+    assert isinstance(compat.optuna_search_study(searcher), optuna.Study), _broken(
+        "optuna_search_study", "optuna", "OptunaSearch._ot_study")
+    assert isinstance(compat.optuna_search_trial(searcher, "t1"), optuna.Trial), _broken(
+        "optuna_search_trial", "optuna", "OptunaSearch._ot_trials")
+    told = compat.optuna_search_told(searcher)
+    searcher.on_trial_complete("t1", {"val_accuracy": 0.5, "training_iteration": 1})
+    assert "t1" in told, _broken("optuna_search_told", "optuna", "OptunaSearch._completed_trials")
+
+
+def test_mlflow_tracking_uri_switch(tmp_path):
+    import mlflow
+
+    before = mlflow.get_tracking_uri()
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    with compat.use_tracking_uri(uri):
+        assert mlflow.get_tracking_uri() == uri, _broken("use_tracking_uri", "mlflow", "_use_tracking_uri")
+    assert mlflow.get_tracking_uri() == before
+
+
+def test_horovod_executor_adapter():
+    from horovod.ray import RayExecutor
+
+    source = inspect.getsource(RayExecutor)
+    assert "self.adapter" in source, _broken("horovod_worker_actors", "horovod", "RayExecutor.adapter")
+
+
+def test_ray_core_internals():
+    from ray._private.authentication import authentication_token_setup as auth
+
+    assert "warn_if_disabled" in inspect.signature(auth.maybe_enable_token_auth_if_token_available).parameters, \
+        _broken("enable_ray_token_auth_if_available", "ray", "maybe_enable_token_auth_if_token_available")
+    prepare, validate = compat.ray_cluster_config_tools()
+    assert callable(prepare) and callable(validate)
+    from ray._private.state import state
+
+    assert hasattr(state, "get_cluster_config"), _broken("gcs_cluster_config", "ray", "state.get_cluster_config")
+
+
+@pytest.mark.parametrize("accessor", [name for name, f in vars(compat).items()
+                                      if inspect.isfunction(f) and f.__module__ == compat.__name__])
+def test_every_accessor_has_a_docstring(accessor):
+    assert getattr(compat, accessor).__doc__

@@ -1,0 +1,82 @@
+"""``import hpo`` leaves the caller's process as it was; the import graph points one way."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+_PROBE = """
+import logging, os, sys, warnings
+env, filters, path = dict(os.environ), list(warnings.filters), list(sys.path)
+levels = {n: logging.getLogger(n).level for n in ("ray.tune", "alembic")}
+import hpo
+hpo.load_sweep  # the API is there
+assert dict(os.environ) == env, set(os.environ.items()) ^ set(env.items())
+assert list(warnings.filters) == filters
+assert list(sys.path) == path
+assert {n: logging.getLogger(n).level for n in levels} == levels
+assert "tensorflow" not in sys.modules and "horovod" not in sys.modules and "ray" not in sys.modules
+print("clean")
+"""
+
+
+def test_import_hpo_changes_nothing_in_the_callers_process():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "RAY_", "TUNE_", "MLFLOW_", "PYTHONWARN"))}
+    proc = subprocess.run([sys.executable, "-c", _PROBE], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "clean" in proc.stdout, proc.stderr[-2000:]
+
+
+#: Layers from the top: a module may import its own layer's modules and any lower layer, never a higher one.
+LAYERS = [
+    {"cli"},
+    {"api", "partition"},
+    {"sweep"},
+    {"preflight", "summary", "ray_session", "progress"},
+    {"search", "trial", "tracking", "cluster"},
+    {"data", "models", "compat"},
+    {"config", "objective", "options", "errors", "_env", "trial.protocol"},
+]
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")[1:]
+    for i, names in enumerate(LAYERS):
+        if ".".join(parts[:2]) in names:
+            return i
+    for i, names in enumerate(LAYERS):
+        if parts[0] in names:
+            return i
+    top = parts[0]
+    raise AssertionError(f"hpo.{top} is in no layer of this test; add it to LAYERS")
+
+
+def _imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("hpo"):
+            names = [f"{node.module}.{a.name}" for a in node.names] if node.module == "hpo" else [node.module]
+            out.update(n for n in names if n.count(".") >= 1)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("hpo."))
+    return out
+
+
+def test_imports_point_down_the_layers():
+    wrong = []
+    for path in sorted((ROOT / "hpo").rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        if module == "hpo":
+            continue
+        mine = _layer(module)
+        for target in _imports(path):
+            if target.split(".")[1] == module.split(".")[1] and _layer(target) == mine:
+                continue
+            if _layer(target) < mine:
+                wrong.append(f"{module} imports {target}")
+    assert not wrong, wrong
