@@ -1,6 +1,6 @@
 """Process environment every hpo process needs before TensorFlow or Ray is imported.
 
-The stack facts behind each variable are in DESIGN.md §3: Horovod's Keras needs Keras 2 (tf-keras),
+Why each variable is needed: Horovod's Keras needs Keras 2 (tf-keras),
 Ray's pyarrow floor must be waived for Petastorm, and the start-up noise of TF is silenced.
 """
 

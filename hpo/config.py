@@ -250,7 +250,7 @@ class ParamSpec(_Model):
 
 
 class SweepConfig(_Model):
-    """A whole sweep, as written in a sweep file (see DESIGN.md §2)."""
+    """A whole sweep, as written in a sweep file (see the README and docs/)."""
 
     name: str
     model: str

@@ -101,42 +101,55 @@ def convert(
         raise ConfigError(f"{where}: --validation-fraction: {validation_fraction} is not between 0 and 1; use e.g. 0.2")
     n = _num_rows(data, label, where)
     data = _with_row_ids(data, n)
-    groups: list[tuple[str, Any]] = [("", data)]
-    if split_by is not None:
-        columns = list(data) if isinstance(data, dict) else list(data.columns)
-        if split_by not in columns or split_by == label:
-            raise ConfigError(
-                f"{where}: --split-by: column '{split_by}' not found (columns: {', '.join(map(str, columns))}); "
-                "pick one other than the label"
-            )
-        values = np.asarray(data[split_by])
-        groups = []
-        for value in np.unique(values):
-            part = _rows(data, np.flatnonzero(values == value))
-            part = (
-                {k: v for k, v in part.items() if k != split_by}
-                if isinstance(part, dict)
-                else part.drop(columns=[split_by])
-            )
-            groups.append((f"{_UNSAFE.sub('_', split_by)}={_UNSAFE.sub('_', str(value))}", part))
+    groups = _split_groups(data, split_by, label, where) if split_by is not None else [("", data)]
     root = url_to_path(dest_url)
     written = []
     for name, part in groups:
         base = root / name if name else root
         if validation_fraction is None:
             written.append(_write(part, base, label, features_column, where))
-            continue
-        rows = _num_rows(part, label, where)
-        order = np.random.default_rng(seed).permutation(rows)
-        n_val = round(rows * validation_fraction)
-        if n_val < 1 or n_val >= rows:
-            raise ConfigError(
-                f"{where}: --validation-fraction: {validation_fraction} of {rows} rows leaves an empty "
-                f"{'validation' if n_val < 1 else 'training'} set{f' in {name}' if name else ''}; change it"
-            )
-        written.append(_write(_rows(part, np.sort(order[n_val:])), base / "train", label, features_column, where))
-        written.append(_write(_rows(part, np.sort(order[:n_val])), base / "validation", label, features_column, where))
+        else:
+            written += _write_train_validation(part, base, name, label, features_column, validation_fraction, seed,
+                                               where)
     return written
+
+
+def _split_groups(data: Any, split_by: str, label: str, where: str) -> list[tuple[str, Any]]:
+    """``(COL=VALUE, rows without COL)`` per value of column ``split_by``."""
+    columns = list(data) if isinstance(data, dict) else list(data.columns)
+    if split_by not in columns or split_by == label:
+        raise ConfigError(
+            f"{where}: --split-by: column '{split_by}' not found (columns: {', '.join(map(str, columns))}); "
+            "pick one other than the label"
+        )
+    values = np.asarray(data[split_by])
+    groups = []
+    for value in np.unique(values):
+        part = _rows(data, np.flatnonzero(values == value))
+        if isinstance(part, dict):
+            part = {k: v for k, v in part.items() if k != split_by}
+        else:
+            part = part.drop(columns=[split_by])
+        groups.append((f"{_UNSAFE.sub('_', split_by)}={_UNSAFE.sub('_', str(value))}", part))
+    return groups
+
+
+def _write_train_validation(
+    part: Any, base: Path, name: str, label: str, features_column: str, fraction: float, seed: int, where: str
+) -> list[DatasetInfo]:
+    """Writes ``base/train`` and ``base/validation``, ``fraction`` of the rows (seeded) in validation."""
+    rows = _num_rows(part, label, where)
+    order = np.random.default_rng(seed).permutation(rows)
+    n_val = round(rows * fraction)
+    if n_val < 1 or n_val >= rows:
+        raise ConfigError(
+            f"{where}: --validation-fraction: {fraction} of {rows} rows leaves an empty "
+            f"{'validation' if n_val < 1 else 'training'} set{f' in {name}' if name else ''}; change it"
+        )
+    return [
+        _write(_rows(part, np.sort(order[n_val:])), base / "train", label, features_column, where),
+        _write(_rows(part, np.sort(order[:n_val])), base / "validation", label, features_column, where),
+    ]
 
 
 def _write(data: Any, dest: Path, label: str, features_column: str, where: str) -> DatasetInfo:

@@ -113,6 +113,24 @@ def describe(
                 f"{where}: {ckey}: column '{column}' not found (columns: {', '.join(names)}); set {ckey} to one of them"
             )
     _check_features(where, features, schema.field(features).type)
+    group_rows, first_dim = _row_groups_and_width(fs, files, features, where)
+    num_rows = sum(group_rows)
+    if num_rows == 0 or first_dim is None:
+        raise ConfigError(f"{where}: {key}: the dataset at {url} has no rows; check the source")
+    shape = declared_shapes(schema).get(features)
+    if shape is not None and math.prod(shape) != first_dim:
+        raise ConfigError(
+            f"{where}: data.features: declared shape {list(shape)} holds {math.prod(shape)} values but rows "
+            f"have {first_dim}; rewrite the dataset with 'hpo data convert'"
+        )
+    num_classes = _num_classes(fs, files, label, where) if task == "classification" else None
+    return DatasetInfo(
+        url, num_rows, tuple(group_rows), first_dim, num_classes, ROW_ID in names, shape, fingerprint(fs, files)
+    )
+
+
+def _row_groups_and_width(fs: Any, files: list[str], features: str, where: str) -> tuple[list[int], int | None]:
+    """Rows of every row group, and the number of values per row (checked equal in the first non-empty group)."""
     group_rows: list[int] = []
     first_dim = None
     for file in files:
@@ -130,28 +148,19 @@ def describe(
                         "needs the same number (pad or crop them)"
                     )
                 first_dim = low
-    num_rows = sum(group_rows)
-    if num_rows == 0 or first_dim is None:
-        raise ConfigError(f"{where}: {key}: the dataset at {url} has no rows; check the source")
-    shape = declared_shapes(schema).get(features)
-    if shape is not None and math.prod(shape) != first_dim:
-        raise ConfigError(
-            f"{where}: data.features: declared shape {list(shape)} holds {math.prod(shape)} values but rows "
-            f"have {first_dim}; rewrite the dataset with 'hpo data convert'"
-        )
+    return group_rows, first_dim
+
+
+def _num_classes(fs: Any, files: list[str], label: str, where: str) -> int:
+    """Classes of a classification label column (integers 0..k-1 required)."""
     labels = pq.read_table(files, columns=[label], filesystem=fs).column(0)
-    num_classes = None
-    if task == "classification":
-        values = labels.to_numpy()
-        if not np.issubdtype(values.dtype, np.integer) or values.min() < 0:
-            raise ConfigError(
-                f"{where}: data.label: classification needs integer labels 0..k-1 "
-                f"(got {labels.type}); encode the labels or set data.task: regression"
-            )
-        num_classes = int(values.max()) + 1
-    return DatasetInfo(
-        url, num_rows, tuple(group_rows), first_dim, num_classes, ROW_ID in names, shape, fingerprint(fs, files)
-    )
+    values = labels.to_numpy()
+    if not np.issubdtype(values.dtype, np.integer) or values.min() < 0:
+        raise ConfigError(
+            f"{where}: data.label: classification needs integer labels 0..k-1 "
+            f"(got {labels.type}); encode the labels or set data.task: regression"
+        )
+    return int(values.max()) + 1
 
 
 def inspect_dataset(url: str, *, features: str = "features", label: str = "label", task: str = "auto") -> dict:

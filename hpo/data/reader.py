@@ -84,6 +84,21 @@ def _worker_class() -> type:
     return ArrayWorker
 
 
+def _cache_store(cache: dict[str, Any] | None) -> Any:
+    """Petastorm's local-disk cache with these settings, or its null cache."""
+    from petastorm.cache import NullCache
+    from petastorm.local_disk_cache import LocalDiskCache
+
+    if not cache:
+        return NullCache()
+    return LocalDiskCache(
+        cache["cache_location"],
+        cache["cache_size_limit"],
+        cache["cache_row_size_estimate"],
+        **cache.get("cache_extra_settings", {}),
+    )
+
+
 def open_batch_reader(
     url: str,
     *,
@@ -112,22 +127,14 @@ def open_batch_reader(
     Returns:
         A ``petastorm.reader.Reader`` (a context manager and an iterator of namedtuples of arrays).
     """
-    from petastorm.cache import NullCache
     from petastorm.fs_utils import get_filesystem_and_path_or_paths
     from petastorm.local_disk_cache import LocalDiskCache
     from petastorm.reader import Reader, normalize_dataset_url_or_urls
 
     url = normalize_dataset_url_or_urls(url)
     fs, path = get_filesystem_and_path_or_paths(url, filesystem=filesystem)
-    if cache:
-        store = LocalDiskCache(
-            cache["cache_location"],
-            cache["cache_size_limit"],
-            cache["cache_row_size_estimate"],
-            **cache.get("cache_extra_settings", {}),
-        )
-    else:
-        store = NullCache()
+    store = _cache_store(cache)
+
     class QuietReader(Reader):
         """Petastorm's Reader without the "Cache cleanup complete." print on every exit."""
 
