@@ -1,0 +1,135 @@
+"""The whole sweep file: :class:`SweepConfig` and the checks that span its sections."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, field_validator, model_validator
+
+from hpo.config.sections import (
+    NAME,
+    DataConfig,
+    FrozenModel,
+    KeyedError,
+    ObjectiveConfig,
+    SchedulerConfig,
+    SearchConfig,
+    TrackingConfig,
+    TrialConfig,
+    default_metrics,
+)
+from hpo.config.space import ParamSpec, check_conditions
+
+_MODEL_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+class SweepConfig(FrozenModel):
+    """A whole sweep, as written in a sweep file (see the README and docs/)."""
+
+    name: str
+    model: str
+    data: DataConfig
+    objective: ObjectiveConfig = ObjectiveConfig()
+    search: SearchConfig = SearchConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    trial: TrialConfig = TrialConfig()
+    tracking: TrackingConfig = TrackingConfig()
+    space: dict[str, ParamSpec] = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME.match(value):
+            raise ValueError(f"'{value}' is not a valid sweep name; use letters, digits, '-', '_' or '.'")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_ref(cls, value: str) -> str:
+        if not _MODEL_REF.match(value):
+            raise ValueError(f"'{value}' is not 'package.module:function'; write e.g. hpo.models.mlp:build")
+        return value
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> SweepConfig:
+        _check_grid(self)
+        _check_search(self.search)
+        if self.scheduler.bootstrap_count and self.scheduler.type != "asha":
+            raise KeyedError(
+                "scheduler.bootstrap_count",
+                f"only the asha scheduler has it (not {self.scheduler.type}); remove it or use type: asha",
+            )
+        check_conditions(self.space, self.search.algorithm)
+        _check_metric(self)
+        return self
+
+    @property
+    def grid_size(self) -> int:
+        """Points in the grid (grid parameters, and categoricals under ``algorithm: grid``) crossed."""
+        size = 1
+        for spec in self.space.values():
+            if spec.type == "grid" or (self.search.algorithm == "grid" and spec.type == "categorical"):
+                size *= len(spec.values or spec.choices or [])
+        return size
+
+    @property
+    def loss(self) -> str:
+        """The Keras loss name, defaulted by task."""
+        if self.trial.loss:
+            return self.trial.loss
+        return "sparse_categorical_crossentropy" if self.data.task == "classification" else "mse"
+
+    @property
+    def metrics(self) -> list[str]:
+        """The Keras metric names, defaulted by task."""
+        return list(self.trial.metrics or default_metrics(self.data.task))
+
+
+def _check_grid(config: SweepConfig) -> None:
+    algorithm = config.search.algorithm
+    grid = [k for k, p in config.space.items() if p.type == "grid"]
+    if grid and algorithm != "grid":
+        raise KeyedError(
+            f"space.{grid[0]}",
+            f"grid parameters need search.algorithm: grid (not {algorithm}); set it, or make the parameter categorical",
+        )
+    if algorithm != "grid":
+        return
+    points = config.grid_size
+    if config.search.num_samples % points:
+        raise KeyedError(
+            "search.num_samples",
+            f"{config.search.num_samples} is not a multiple of the grid's {points} points; "
+            f"use {points} (each point once) or a multiple of it",
+        )
+    if config.search.repeats != 1:
+        raise KeyedError(
+            "search.repeats",
+            "repeats are not supported with grid search; list the point several times via num_samples, or use random",
+        )
+
+
+def _check_search(search: SearchConfig) -> None:
+    if search.max_trials is not None and search.max_trials % search.repeats:
+        raise KeyedError(
+            "search.max_trials",
+            f"{search.max_trials} is not a multiple of search.repeats ({search.repeats}): a configuration "
+            f"would run fewer repeats than asked; use a multiple of {search.repeats}",
+        )
+    if search.startup_trials is not None and search.algorithm not in ("optuna-tpe", "optuna-gp"):
+        raise KeyedError(
+            "search.startup_trials",
+            f"only optuna-tpe and optuna-gp have random start-up trials (not {search.algorithm}); remove it",
+        )
+
+
+def _check_metric(config: SweepConfig) -> None:
+    metric = config.objective.metric
+    known = {"loss", *(config.trial.metrics or default_metrics(config.data.task))}
+    base = metric[4:] if metric.startswith("val_") else metric
+    if base not in known:
+        raise KeyedError(
+            "objective.metric",
+            f"'{metric}' is not logged by the trial (known: "
+            f"{', '.join(sorted('val_' + k for k in known))}); pick one or add it to trial.metrics",
+        )

@@ -1,0 +1,224 @@
+"""The sections of a sweep file (``data``, ``objective``, ``search``, ``scheduler``, ``trial``, ``tracking``).
+
+Every model is frozen and forbids unknown keys.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_URL_SCHEMES = ("file://", "s3://", "gs://", "gcs://", "hdfs://", "builtin:")
+
+
+class KeyedError(ValueError):
+    """A cross-field error that knows which key it is about."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def default_metrics(task: str) -> list[str]:
+    """Returns the metrics a trial logs when the sweep file names none."""
+    return ["accuracy"] if task == "classification" else ["mae"]
+
+
+
+class FrozenModel(BaseModel):
+    """Base of every sweep-file model: frozen, unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CacheConfig(FrozenModel):
+    """Petastorm's local-disk cache on each node, kept across the trials of a sweep (opt-in)."""
+
+    enabled: bool = False
+    size_limit_mb: int = Field(default=2048, ge=1)
+    dir: str | None = None
+
+
+def _check_url(value: str | None) -> str | None:
+    if value is not None and not value.startswith(_URL_SCHEMES):
+        raise ValueError(f"'{value}' is not a dataset URL; use file:///abs/path, s3://bucket/path or builtin:digits")
+    return value
+
+
+def partition_label(url: str) -> str:
+    """The partition name a bare data URL gets: its last path component, ``KEY=VALUE`` giving ``VALUE``.
+
+    ``file:///data/eu`` → ``eu``; ``s3://b/sales/region=us/`` → ``us``; ``file:///d/fr.parquet`` → ``fr``.
+
+    Raises:
+        ValueError: If no usable name can be derived (the caller names the partition then).
+    """
+    last = url.rstrip("/").rsplit("/", 1)[-1].split(":")[-1]
+    last = last.removesuffix(".parquet").rsplit("=", 1)[-1]
+    label = re.sub(r"[^A-Za-z0-9_.-]+", "-", last).strip("-.")
+    if not label or not NAME.match(label):
+        raise ValueError(f"cannot derive a partition name from '{url}'; name it: partitions: {{NAME: {url}}}")
+    return label
+
+
+class PartitionData(FrozenModel):
+    """One partition of a partitioned sweep (``data.partitions``): its training and validation data."""
+
+    train: str
+    validation: str | None = None
+
+    @field_validator("train", "validation")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return _check_url(value)
+
+
+class DataConfig(FrozenModel):
+    """Where the training data is and how to read it.
+
+    Either ``train`` (one sweep) or ``partitions`` (one sweep per partition: name → URL, or a list of URLs
+    named after their last path component, or name → ``{train, validation}``); every other key applies to
+    each partition.
+    """
+
+    train: str | None = None
+    validation: str | None = None
+    validation_fraction: float = Field(default=0.2, gt=0, lt=1)
+    features: str = "features"
+    label: str = "label"
+    task: Literal["classification", "regression"] = "classification"
+    cache: CacheConfig = CacheConfig()
+    partitions: dict[str, PartitionData] | None = None
+
+    @field_validator("train", "validation")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return _check_url(value)
+
+    @field_validator("partitions", mode="before")
+    @classmethod
+    def _named_partitions(cls, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            named: dict[str, Any] = {}
+            for url in value:
+                if not isinstance(url, str):
+                    raise ValueError(f"{url!r} is not a dataset URL; list URLs, or map names to URLs")
+                label = partition_label(_check_url(url) or "")
+                if label in named:
+                    raise ValueError(
+                        f"'{named[label]}' and '{url}' both give the partition name '{label}'; "
+                        "name them: partitions: {NAME: URL, ...}"
+                    )
+                named[label] = url
+            value = named
+        if isinstance(value, dict):
+            for label in value:
+                if not isinstance(label, str) or not NAME.match(label):
+                    raise ValueError(
+                        f"'{label}' is not a valid partition name; use letters, digits, '-', '_' or '.'"
+                    )
+            return {k: {"train": v} if isinstance(v, str) else v for k, v in value.items()}
+        return value
+
+    @model_validator(mode="after")
+    def _train_or_partitions(self) -> DataConfig:
+        if self.partitions is None:
+            if self.train is None:
+                raise KeyedError("data.train", "required key is missing; add it (or list data.partitions)")
+            return self
+        if not self.partitions:
+            raise KeyedError("data.partitions", "must not be empty; map at least one name to a data URL")
+        if self.train is not None:
+            raise KeyedError(
+                "data.partitions",
+                "set either data.train (one sweep) or data.partitions (one sweep per partition), not both; "
+                "remove one",
+            )
+        if self.validation is not None:
+            raise KeyedError(
+                "data.validation",
+                "one validation set for all partitions is not supported; give each its own "
+                "(partitions: {NAME: {train: URL, validation: URL}}) or remove it to split validation_fraction off",
+            )
+        return self
+
+
+class ObjectiveConfig(FrozenModel):
+    """The metric the sweep optimises."""
+
+    metric: str = "val_accuracy"
+    mode: Literal["max", "min"] = "max"
+    #: Stop the whole sweep as soon as one epoch of a trial reaches this value (at least it for ``max``, at
+    #: most it for ``min``), like Katib's objective goal; None: run the whole budget.
+    goal: float | None = None
+
+
+class SearchConfig(FrozenModel):
+    """The search algorithm and its budget."""
+
+    algorithm: Literal["optuna-tpe", "optuna-gp", "random", "grid"] = "optuna-tpe"
+    num_samples: int = Field(default=8, ge=1)
+    max_concurrent: int = Field(default=2, ge=1)
+    seed: int | None = None
+    repeats: int = Field(default=1, ge=1)
+    time_budget_s: float | None = Field(default=None, gt=0)
+    #: The most trials the sweep runs (each repeat and warm-start re-evaluation is a trial); None: no cap.
+    max_trials: int | None = Field(default=None, ge=1)
+    #: Random trials before TPE / GP start modelling (Optuna's ``n_startup_trials``); None: Optuna's 10.
+    startup_trials: int | None = Field(default=None, ge=1)
+
+
+class SchedulerConfig(FrozenModel):
+    """The early-stopping scheduler (ASHA by default)."""
+
+    type: Literal["asha", "hyperband", "median", "fifo"] = "asha"
+    grace_period: int = Field(default=1, ge=1)
+    reduction_factor: float = Field(default=2.0, gt=1)
+    #: ASHA only: a trial reaching a rung below ``max_epochs`` stops there while fewer than this many trials
+    #: reached that rung before it (Optuna's ``bootstrap_count``). 0: Tune's ASHA, where the first trial at a
+    #: rung has nothing to be compared with and always continues.
+    bootstrap_count: int = Field(default=0, ge=0)
+
+
+class EarlyStoppingConfig(FrozenModel):
+    """Keras EarlyStopping inside each trial (best weights are restored)."""
+
+    patience: int = Field(default=3, ge=0)
+    min_delta: float = Field(default=0.0, ge=0)
+
+
+class TrialConfig(FrozenModel):
+    """How one trial runs: workers, resources, epochs, batch and learning-rate rules."""
+
+    workers: int = Field(default=2, ge=1)
+    cpus_per_worker: float = Field(default=1.0, gt=0)
+    gpus_per_worker: float = Field(default=0.0, ge=0)
+    max_epochs: int = Field(default=10, ge=1)
+    batch_size_per_worker: int = Field(default=32, ge=1)
+    lr_scaling: Literal["linear", "sqrt", "none"] = "linear"
+    early_stopping: EarlyStoppingConfig = EarlyStoppingConfig()
+    loss: str | None = None
+    metrics: list[str] | None = None
+    optimizer: str = "adam"
+    learning_rate: float = Field(default=1e-3, gt=0)
+    reference_batch_size: int | None = Field(default=None, ge=1)
+    max_failures: int = Field(default=1, ge=0)
+    #: CPU workers with whole CPUs claim that many free cores of their node and run only on them.
+    pin_cpus: bool = True
+
+    @field_validator("gpus_per_worker")
+    @classmethod
+    def _gpu_fraction(cls, value: float) -> float:
+        if value > 1 and value != int(value):
+            raise ValueError(f"{value} GPUs per worker is neither a fraction nor a whole number; use e.g. 0.5 or 2")
+        return value
+
+
+class TrackingConfig(FrozenModel):
+    """Where results are logged."""
+
+    mlflow_uri: str = "sqlite:///mlflow.db"
+    experiment: str | None = None

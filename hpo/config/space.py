@@ -1,0 +1,71 @@
+"""One searched parameter of a sweep's ``space``, and the rules between parameters (grid, ``when``)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from hpo.config.sections import FrozenModel, KeyedError
+
+
+class ParamSpec(FrozenModel):
+    """One searched parameter."""
+
+    type: Literal["float", "int", "categorical", "grid"]
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = Field(default=None, gt=0)
+    choices: list[Any] | None = None
+    values: list[Any] | None = None
+    when: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ParamSpec:
+        if self.type in ("float", "int"):
+            if self.low is None or self.high is None:
+                raise ValueError(f"a {self.type} parameter needs low and high; add both")
+            if not self.low < self.high:
+                raise ValueError(f"low ({self.low:g}) must be < high ({self.high:g}); swap them")
+            if self.log and self.low <= 0:
+                raise ValueError(f"log scale needs low > 0 (got {self.low:g}); raise low or set log: false")
+            if self.log and self.step is not None:
+                raise ValueError("step and log cannot be combined; drop one of them")
+            if self.type == "int" and (self.low != int(self.low) or self.high != int(self.high)):
+                raise ValueError("an int parameter needs whole-number low and high; round them")
+            if self.choices is not None or self.values is not None:
+                raise ValueError(f"a {self.type} parameter takes low/high, not choices/values; remove them")
+        elif self.type == "categorical":
+            if not self.choices:
+                raise ValueError("a categorical parameter needs a non-empty list under choices; add it")
+        elif not self.values:
+            raise ValueError("a grid parameter needs a non-empty list under values; add it")
+        return self
+
+
+def check_conditions(space: dict[str, ParamSpec], algorithm: str) -> None:
+    """Checks every ``when``: its parent is a categorical parameter and the values are its choices.
+
+    Raises:
+        KeyedError: On the first bad condition (also any condition under grid search).
+    """
+    for name, spec in space.items():
+        for parent, value in (spec.when or {}).items():
+            other = space.get(parent)
+            if other is None or other.type not in ("categorical", "grid"):
+                raise KeyedError(
+                    f"space.{name}.when",
+                    f"'{parent}' is not a categorical parameter of the space; condition on a categorical parameter",
+                )
+            allowed = other.choices or other.values or []
+            wanted = value if isinstance(value, list) else [value]
+            if not set(map(str, wanted)) <= set(map(str, allowed)):
+                raise KeyedError(
+                    f"space.{name}.when", f"{value!r} is not a choice of '{parent}' ({allowed}); use one of them"
+                )
+            if algorithm == "grid":
+                raise KeyedError(
+                    f"space.{name}.when",
+                    "conditional parameters are not supported with grid search; use optuna-tpe or random",
+                )
