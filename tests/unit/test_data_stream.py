@@ -172,23 +172,22 @@ def test_two_processes_share_a_node_cache(tmp_path):
     assert warm.data_bytes == 0
 
 
-def test_petastorm_thread_pool_loses_rows_at_epoch_ends(tmp_path):
+@pytest.mark.xfail(strict=True, reason="Petastorm 0.13.1's thread pool loses or duplicates row groups at epoch ends "
+                   "(why hpo decodes on the calling thread); an XPASS means an upgrade fixed it")
+def test_petastorm_thread_pool_reads_every_row_each_epoch(tmp_path):
     """Why hpo decodes on the calling thread: Petastorm 0.13.1's thread pool drops and duplicates row groups."""
     from petastorm import make_batch_reader
 
     info = small_groups(tmp_path, rows=2_400)
-    counts = []
     reader = make_batch_reader(info.url, schema_fields=["label"], num_epochs=1, cur_shard=0, shard_count=2)
     try:
-        for _ in range(3_000):
-            counts.append(sum(len(b.label) for b in reader))
+        for epoch in range(3_000):
+            rows = sum(len(b.label) for b in reader)
+            assert rows == 1_200, f"epoch {epoch}: {rows} rows of 1200"
             reader.reset()
-            if counts[-1] != 1_200:
-                break
     finally:
         reader.stop()
         reader.join()
-    assert counts[-1] != 1_200, f"no loss in {len(counts)} epochs"
 
 
 def test_sweep_file_cache_section():

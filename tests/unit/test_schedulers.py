@@ -38,15 +38,17 @@ def result(epoch: int, accuracy: float) -> dict:
     return {"training_iteration": epoch, "val_accuracy": accuracy}
 
 
-def test_stock_hyperband_can_leave_a_trial_at_max_t_paused_forever():
+@pytest.mark.xfail(strict=True, reason="Ray 2.60's HyperBand pauses a trial at max_t and misses it when its bracket "
+                   "ends during the pause (why hpo has FinishingHyperBand); an XPASS means Ray fixed it")
+def test_stock_hyperband_does_not_leave_a_trial_at_max_t_paused_forever():
     """The race FinishingHyperBand closes: the bracket ends while the first trial's pause still saves."""
     scheduler = HyperBandScheduler(time_attr="training_iteration", max_t=3, reduction_factor=3,
                                    metric="val_accuracy", mode="max")
     controller, first, second = top_rung_pair(scheduler)
-    assert scheduler.on_trial_result(controller, first, result(3, 0.9)) == TrialScheduler.PAUSE
+    action = scheduler.on_trial_result(controller, first, result(3, 0.9))
     # first is still RUNNING (saving its checkpoint before the pause) when second ends the bracket:
     assert scheduler.on_trial_result(controller, second, result(3, 0.8)) == TrialScheduler.STOP
-    assert controller.stopped == []  # first is paused next, and no one will ever stop or resume it
+    assert action == TrialScheduler.STOP or first in controller.stopped  # else no one will stop or resume it
 
 
 def test_finishing_hyperband_stops_trials_at_max_t_instead_of_pausing():
