@@ -8,7 +8,7 @@ from typing import Any
 
 from hpo import _env
 from hpo.config import SweepConfig, load_sweep
-from hpo.options import DEFAULT_STORAGE, RunOptions
+from hpo.options import DEFAULT_STORAGE, RunOptions, WarmStart
 from hpo.summary import TuneResult
 
 
@@ -56,6 +56,7 @@ def tune(
     warm_start: str | None = None,
     warm_start_k: int = 5,
     warm_start_mode: str = "prior",
+    options: RunOptions | None = None,
 ) -> TuneResult:
     """Runs a sweep and returns its result.
 
@@ -73,6 +74,7 @@ def tune(
         warm_start_k: How many of them.
         warm_start_mode: ``prior`` (their results are told to the searcher) or ``reevaluate`` (they are
             trained again first).
+        options: All run options at once (a :class:`RunOptions`); replaces storage … warm_start_mode.
 
     Returns:
         The sweep's :class:`TuneResult`.
@@ -81,8 +83,9 @@ def tune(
         ConfigError: Bad sweep file, data or model reference (nothing has run yet); also a sweep with
             ``data.partitions``, which :func:`tune_partitions` runs.
     """
-    options = RunOptions.create(storage=storage, address=address, resume=resume, console=console,
-                                warm_start=warm_start, warm_start_k=warm_start_k, warm_start_mode=warm_start_mode)
+    options = options or RunOptions(
+        Path(storage), address, resume, console, WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode)
+    )
     return run(sweep, options, overrides=_overrides(num_samples, name, mlflow_uri))
 
 
@@ -108,14 +111,8 @@ def tune_partitions(
     partition_by: str | None = None,
     num_samples: int | None = None,
     name: str | None = None,
-    storage: str | Path = DEFAULT_STORAGE,
     mlflow_uri: str | None = None,
-    address: str | None = None,
-    resume: bool = False,
-    console: Any = None,
-    warm_start: str | None = None,
-    warm_start_k: int = 5,
-    warm_start_mode: str = "prior",
+    options: RunOptions | None = None,
 ) -> dict[str, TuneResult]:
     """Runs one sweep per data partition (e.g. per region) and returns each partition's result.
 
@@ -132,15 +129,11 @@ def tune_partitions(
             ``partitions`` or ``data.partitions``.
         num_samples: Overrides ``search.num_samples`` (per partition).
         name: Overrides ``name`` (the partitions' prefix).
-        storage: Directory holding sweeps.
         mlflow_uri: Overrides ``tracking.mlflow_uri``.
-        address: Ray address; default starts one local Ray for all partitions.
-        resume: Continue each partition's sweep where it stopped.
-        console: A ``rich`` console for progress lines; None keeps quiet.
-        warm_start: A previous partitioned sweep's name (partition ``P`` is seeded from ``NAME-P``), or a
-            ``summary.json`` path that seeds every partition.
-        warm_start_k: How many of its best configurations to take.
-        warm_start_mode: ``prior`` or ``reevaluate``.
+        options: Storage, Ray address (default: one local Ray for all partitions), resume (each partition
+            continues where it stopped), console, warm start (a previous partitioned sweep's name seeds
+            partition ``P`` from ``NAME-P``; a ``summary.json`` path seeds every partition). Default:
+            ``RunOptions()``.
 
     Returns:
         Partition name → :class:`TuneResult`, in the order the partitions ran.
@@ -149,10 +142,8 @@ def tune_partitions(
         ConfigError: Both or neither of ``partitions``/``partition_by`` given, or a partition whose data,
             model or tracking store is unusable (nothing has run yet).
     """
-    options = RunOptions.create(storage=storage, address=address, resume=resume, console=console,
-                                warm_start=warm_start, warm_start_k=warm_start_k, warm_start_mode=warm_start_mode)
     return run_partitioned(
-        sweep, options, partitions=partitions, partition_by=partition_by,
+        sweep, options or RunOptions(), partitions=partitions, partition_by=partition_by,
         overrides=_overrides(num_samples, name, mlflow_uri),
     )
 

@@ -1,6 +1,6 @@
 """How one ``hpo tune`` runs, apart from the sweep file: one frozen :class:`RunOptions`, built once.
 
-The CLI and :func:`hpo.tune` / :func:`hpo.tune_partitions` build it; the sweep and partition runners
+The CLI and :func:`hpo.tune` build it (or a caller passes its own); the sweep and partition runners
 take it as it is.
 """
 
@@ -43,6 +43,17 @@ class WarmStart:
         if not self.source:
             raise ConfigError("--warm-start: empty; pass a previous sweep's name or its summary.json path")
 
+    @classmethod
+    def from_flags(cls, source: str | None, k: int = 5, mode: str = "prior") -> WarmStart | None:
+        """The warm start of ``--warm-start/-k/-mode`` (None without a source; the mode is checked anyway).
+
+        Raises:
+            ConfigError: For an unknown mode or a non-positive ``k``.
+        """
+        if mode not in WARM_START_MODES:
+            raise ConfigError(f"--warm-start-mode: '{mode}' is not allowed; use prior or reevaluate")
+        return cls(source, k, mode) if source else None  # type: ignore[arg-type]
+
     def summary_path(self, storage: Path) -> Path:
         """The previous sweep's ``summary.json``: the path given, or ``STORAGE/SOURCE/summary.json``."""
         return Path(self.source) if self.source.endswith(".json") else summary_path(storage, self.source)
@@ -74,28 +85,6 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "storage", Path(self.storage).expanduser().resolve())
-
-    @classmethod
-    def create(
-        cls,
-        *,
-        storage: str | Path = DEFAULT_STORAGE,
-        address: str | None = None,
-        resume: bool = False,
-        console: Any = None,
-        warm_start: str | None = None,
-        warm_start_k: int = 5,
-        warm_start_mode: str = "prior",
-    ) -> RunOptions:
-        """Builds the options from flat values (the CLI's and the API's keyword arguments).
-
-        Raises:
-            ConfigError: For an unknown warm-start mode or a non-positive ``warm_start_k``.
-        """
-        warm = WarmStart(warm_start, warm_start_k, warm_start_mode) if warm_start else None  # type: ignore[arg-type]
-        if warm is None and warm_start_mode not in WARM_START_MODES:
-            raise ConfigError(f"--warm-start-mode: '{warm_start_mode}' is not allowed; use prior or reevaluate")
-        return cls(storage=Path(storage), address=address, resume=resume, console=console, warm_start=warm)
 
     def sweep_dir(self, name: str) -> Path:
         """``STORAGE/NAME``: where sweep ``name`` keeps its state and results."""

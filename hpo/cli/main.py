@@ -65,12 +65,12 @@ def tune(
     With --partition-by, --partition or data.partitions in the file: one sweep per partition.
     """
     from hpo.api import _overrides, run, run_partitioned
-    from hpo.options import RunOptions
+    from hpo.options import RunOptions, WarmStart
 
     if partition_by and partition:
         raise ConfigError(f"{file}: --partition-by: cannot be combined with --partition; use one of them")
-    options = RunOptions.create(storage=storage, address=address, resume=resume, console=console,
-                                warm_start=warm_start, warm_start_k=warm_start_k, warm_start_mode=warm_start_mode)
+    warm = WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode)
+    options = RunOptions(storage, address, resume, console, warm)
     overrides = _overrides(num_samples, name, mlflow_uri)
     if partition_by or partition or _lists_partitions(file):
         from hpo.partition import named_urls

@@ -19,14 +19,14 @@ def test_an_unknown_warm_start_mode_is_a_config_error_not_a_silent_default():
     with pytest.raises(ConfigError, match=r"^--warm-start-mode: 'bogus' is not allowed; use prior or reevaluate$"):
         hpo.tune(hpo.SweepConfig.model_validate(base_sweep()), warm_start="x", warm_start_mode="bogus")
     with pytest.raises(ConfigError, match="warm-start-mode"):
-        RunOptions.create(warm_start_mode="bogus")
+        WarmStart.from_flags(None, 5, "bogus")
     with pytest.raises(ConfigError, match=r"^--warm-start-k: 0 is not a positive whole number"):
         WarmStart("prev", k=0)
 
 
 def test_run_options_are_frozen_and_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    options = RunOptions.create(storage="runs", warm_start="daily", warm_start_k=2)
+    options = RunOptions("runs", warm_start=WarmStart.from_flags("daily", 2))
     assert options.storage == tmp_path / "runs" and options.sweep_dir("s") == tmp_path / "runs" / "s"
     assert options.warm_start == WarmStart("daily", 2, "prior")
     assert options.warm_start.summary_path(options.storage) == tmp_path / "runs" / "daily" / "summary.json"
