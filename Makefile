@@ -22,7 +22,7 @@ test: install
 	$(BIN)/python -m pytest -q --durations=25
 
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not slow and not gpu and not cluster"
+	$(BIN)/python -m pytest -q tests/unit
 
 lint: install
 	$(BIN)/ruff check hpo tests benchmarks

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,27 @@ _env.apply()  # TF_USE_LEGACY_KERAS before TensorFlow loads
 
 ROOT = Path(__file__).resolve().parents[1]
 HPO = str(Path(sys.executable).with_name("hpo"))
+
+
+def hpo_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """Runs an ``hpo`` command in this process, in ``cwd``, as the executable would (exit code, stdout, stderr).
+
+    The same commands and error handling as the ``hpo`` executable, without a new interpreter importing
+    TensorFlow for every call; ``tests/unit/test_cli.py`` runs the executable itself too.
+    """
+    from typer.testing import CliRunner
+
+    from hpo.cli.main import app
+
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(app, [str(a) for a in args])
+    finally:
+        os.chdir(before)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(["hpo", *args], result.exit_code, result.stdout, result.stderr)
 
 
 def base_sweep(**changes: Any) -> dict[str, Any]:

@@ -8,15 +8,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import HPO, ROOT, base_sweep
+from tests.conftest import HPO, ROOT, base_sweep, hpo_cli
 
 
 def run(*args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([HPO, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return hpo_cli(*args, cwd=cwd)
 
 
 def test_validate_default_sweep(tmp_path):
-    proc = run("validate", str(ROOT / "search_spaces" / "digits_mlp.yaml"), cwd=tmp_path)
+    # The real executable, once: its entry point, environment set-up and exit code.
+    proc = subprocess.run([HPO, "validate", str(ROOT / "search_spaces" / "digits_mlp.yaml")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "ok — sweep 'digits-mlp'" in proc.stdout and "train 1438 rows" in proc.stdout
 

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -11,7 +9,7 @@ from hpo.config import parse_sweep, partition_label
 from hpo.data import describe, path_to_url
 from hpo.errors import ConfigError
 from hpo.partition import by_column, by_urls, named_urls
-from tests.conftest import HPO, base_sweep
+from tests.conftest import base_sweep, hpo_cli
 
 
 def regional(tmp_path):
@@ -142,7 +140,7 @@ def test_plain_tune_refuses_a_partitioned_sweep(tmp_path):
 
 
 def cli(*args, cwd):
-    proc = subprocess.run([HPO, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    proc = hpo_cli(*args, cwd=cwd)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
