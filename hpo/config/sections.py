@@ -208,6 +208,11 @@ class TrialConfig(FrozenModel):
     max_failures: int = Field(default=1, ge=0)
     #: CPU workers with whole CPUs claim that many free cores of their node and run only on them.
     pin_cpus: bool = True
+    #: ``horovod`` trains for real; ``simulated`` replays synthetic learning curves without TensorFlow or
+    #: Horovod (tests of search and scheduling; no model is trained or registered).
+    backend: Literal["horovod", "simulated"] = "horovod"
+    #: Seconds one simulated epoch takes (``backend: simulated`` only).
+    simulated_epoch_s: float = Field(default=0.1, gt=0, le=60)
 
     @field_validator("gpus_per_worker")
     @classmethod

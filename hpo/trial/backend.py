@@ -1,13 +1,16 @@
 """The distributed backend seam: how a trial gets N workers and runs a function on all of them.
 
 The trial driver speaks only to :class:`Backend`; :class:`HorovodBackend` (``horovod.ray.RayExecutor``,
-Gloo on CPU, NCCL on GPU) is the default and only backend today. A backend built on e.g. Ray Train's
-TensorflowTrainer would implement the same three methods without touching search, tracking or data.
+Gloo on CPU, NCCL on GPU) is the default; :mod:`hpo.trial.simulated` replays synthetic learning curves
+behind the same protocol, for tests of the search and scheduling logic. A backend built on e.g. Ray
+Train's TensorflowTrainer would implement the same members without touching search, tracking or data;
+``hpo.trial.driver.BACKENDS`` maps ``trial.backend`` to a backend and the function its ranks run.
 
 Warm workers: a started Horovod group (worker actors with TensorFlow imported and Horovod initialised)
-is kept in this process after a trial that ended cleanly, and handed to the next trial of the same
-shape that Tune schedules on this (reused) trial actor. Start-up then costs a function call instead of
-actor start + TF import + rendezvous.
+is kept in this process's :data:`WARM_POOL` after a trial that ended cleanly, and handed to the next
+trial of the same shape that Tune schedules on this (reused) trial actor. Start-up then costs a function
+call instead of actor start + TF import + rendezvous. The pool is per process because the trial actor's
+process is what Tune reuses between trials.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ class Backend(Protocol):
 
     Attributes:
         channel: An actor handle with ``put``/``drain``/``request_stop``/``should_stop``/``reset``
-            (see :class:`_Channel`) through which rank 0 reports and the driver asks for a stop.
+            (see :class:`Channel`) through which rank 0 reports and the driver asks for a stop.
     """
 
     channel: Any
@@ -49,7 +52,7 @@ class Backend(Protocol):
         ...
 
 
-class _Channel:
+class Channel:
     """Rank 0 → driver messages and driver → workers stop requests (a zero-CPU actor per group)."""
 
     def __init__(self) -> None:
@@ -57,19 +60,24 @@ class _Channel:
         self.stop_requested = False
 
     def put(self, message: Message) -> None:
+        """Queues one message from rank 0."""
         self.messages.append(message)
 
     def drain(self) -> list[Message]:
+        """Returns and clears the queued messages."""
         out, self.messages = self.messages, []
         return out
 
     def request_stop(self) -> None:
+        """Asks the workers to stop at their next check."""
         self.stop_requested = True
 
     def should_stop(self) -> bool:
+        """True once a stop was requested."""
         return self.stop_requested
 
     def reset(self) -> None:
+        """Clears messages and the stop flag for the next trial."""
         self.messages, self.stop_requested = [], False
 
 
@@ -94,7 +102,7 @@ class HorovodBackend:
             use_gpu=gpus_per_worker > 0,
             gpus_per_worker=gpus_per_worker or None,
         )
-        self.channel = ray.remote(_Channel).options(num_cpus=0).remote()
+        self.channel = ray.remote(Channel).options(num_cpus=0).remote()
         started = time.time()
         self.executor.start()
         self.start_s = time.time() - started
@@ -121,13 +129,11 @@ class HorovodBackend:
 
     def release(self, reusable: bool) -> None:
         """Keeps the group for the next trial, or kills every worker actor and the channel."""
-        global _WARM
         if reusable:
             self._warm = True
-            _WARM = self
+            WARM_POOL.keep(self)
             return
-        if _WARM is self:
-            _WARM = None
+        WARM_POOL.forget(self)
         for actor in self.actors:
             ray.kill(actor, no_restart=True)
         try:
@@ -137,16 +143,37 @@ class HorovodBackend:
         ray.kill(self.channel, no_restart=True)
 
 
+class WarmPool:
+    """The Horovod group a finished trial left started, for the next trial of this process."""
+
+    def __init__(self) -> None:
+        self._group: HorovodBackend | None = None
+
+    def keep(self, group: HorovodBackend) -> None:
+        """Holds ``group`` for the next :meth:`take` (one group at most: the trial actor runs one trial)."""
+        self._group = group
+
+    def forget(self, group: HorovodBackend) -> None:
+        """Drops ``group`` if it is the one held (it is being torn down)."""
+        if self._group is group:
+            self._group = None
+
+    def take(self, shape: tuple[int, float, float]) -> HorovodBackend | None:
+        """The held group if it has this shape and still answers; a held group that does not is torn down."""
+        group, self._group = self._group, None
+        if group is None:
+            return None
+        if group.shape == shape and group.alive():
+            return group
+        group.release(reusable=False)
+        return None
+
+
 #: The warm group of this process (the trial actor), if the previous trial left one.
-_WARM: HorovodBackend | None = None
+WARM_POOL = WarmPool()
 
 
 def acquire(workers: int, cpus_per_worker: float, gpus_per_worker: float) -> HorovodBackend:
     """Returns the warm group if it has this shape and is alive, else starts a new one."""
-    global _WARM
-    warm, _WARM = _WARM, None
-    if warm is not None:
-        if warm.shape == (workers, cpus_per_worker, gpus_per_worker) and warm.alive():
-            return warm
-        warm.release(reusable=False)
-    return HorovodBackend(workers, cpus_per_worker, gpus_per_worker)
+    shape = (workers, cpus_per_worker, gpus_per_worker)
+    return WARM_POOL.take(shape) or HorovodBackend(*shape)

@@ -18,6 +18,8 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from ray import tune
 
 from hpo.errors import TrialFailed
 from hpo.trial import backend as backends
+from hpo.trial import simulated
 from hpo.trial.protocol import EpochCheckpoint, TrialContext, TrialStarted, epoch_result
 from hpo.trial.spec import TrialSpec
 from hpo.trial.worker import run_worker
@@ -34,6 +37,25 @@ from hpo.trial.worker import run_worker
 _POLL_S = 0.25
 #: Seconds stopped workers get to reach their next synced stop check before they are killed.
 STOP_GRACE_S = 15
+
+
+@dataclass(frozen=True)
+class BackendKind:
+    """A ``trial.backend``: how a trial gets its group of workers, and the function every rank runs."""
+
+    acquire: Callable[[TrialSpec], backends.Backend]
+    worker: Callable[..., dict[str, Any]]
+
+
+def _horovod(spec: TrialSpec) -> backends.Backend:
+    return backends.acquire(spec.workers, spec.cpus_per_worker, spec.gpus_per_worker)
+
+
+#: ``trial.backend`` → its :class:`BackendKind`.
+BACKENDS: dict[str, BackendKind] = {
+    "horovod": BackendKind(_horovod, run_worker),
+    "simulated": BackendKind(simulated.acquire, simulated.run_simulated),
+}
 
 
 def worker_bundle(spec: TrialSpec) -> dict[str, float]:
@@ -85,9 +107,10 @@ def run_trial(spec: TrialSpec, params: dict[str, Any]) -> None:
     started = time.time()
     hyper = spec.hyper(params)
     resume = _load_checkpoint(tune.get_checkpoint())
-    group = backends.acquire(spec.workers, spec.cpus_per_worker, spec.gpus_per_worker)
+    kind = BACKENDS[spec.backend]
+    group = kind.acquire(spec)
     warm = group.warm
-    refs = group.launch(run_worker, [spec, params, group.channel, resume])
+    refs = group.launch(kind.worker, [spec, params, group.channel, resume])
     outcome = "failed"
     try:
         _stream(group, refs, hyper, started, warm, resume)

@@ -128,6 +128,10 @@ class TrialSpec:
     pin_cpus: bool = True
     sys_path: tuple[str, ...] = field(default_factory=tuple)
     cache: ReaderCache | None = None
+    #: ``trial.backend``: ``horovod`` (real training) or ``simulated`` (see :mod:`hpo.trial.simulated`).
+    backend: str = "horovod"
+    #: Seconds one simulated epoch takes.
+    simulated_epoch_s: float = 0.1
 
     @classmethod
     def from_config(cls, config: SweepConfig, train: DatasetInfo, validation: DatasetInfo) -> TrialSpec:
@@ -160,6 +164,8 @@ class TrialSpec:
             pin_cpus=t.pin_cpus,
             sys_path=tuple(p for p in sys.path if p),
             cache=reader_cache(config),
+            backend=t.backend,
+            simulated_epoch_s=t.simulated_epoch_s,
         )
 
     def hyper(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -1,11 +1,16 @@
-"""Every searcher x scheduler through the same real path: suggest -> train -> report -> complete."""
+"""Every searcher x scheduler through the same path: suggest -> train -> report -> complete.
+
+The trials run on the simulated backend (``trial.backend: simulated``): real Ray, Tune, searchers,
+schedulers, the trial driver, MLflow and ``summary.json``, with synthetic learning curves instead of
+Horovod training, so every pair takes seconds. ``test_schedulers_real.py`` runs each scheduler family
+with real Horovod trials.
+"""
 
 from __future__ import annotations
 
 import itertools
 import json
 import time
-from pathlib import Path
 
 import optuna
 import pandas as pd
@@ -13,6 +18,7 @@ import pytest
 
 import hpo
 from hpo.search import study_url
+from tests.integration.contract import check_pair, tiny, with_goal
 
 pytestmark = pytest.mark.slow
 SEARCHERS = ["optuna-tpe", "optuna-gp", "random", "grid"]
@@ -30,66 +36,10 @@ def ray_session(tmp_path_factory):
     ray.shutdown()
 
 
-def tiny(name: str, algorithm: str, scheduler: str, **search) -> hpo.SweepConfig:
-    space = {
-        "learning_rate": {"type": "float", "low": 0.001, "high": 0.05, "log": True},
-        "units": {"type": "int", "low": 8, "high": 32, "step": 8},
-        "optimizer": {"type": "categorical", "choices": ["adam", "sgd"]},
-    }
-    if algorithm == "grid":
-        space = {"units": {"type": "grid", "values": [8, 16]}, "optimizer": {"type": "categorical",
-                                                                             "choices": ["adam", "sgd"]}}
-    return hpo.SweepConfig.model_validate({
-        "name": name,
-        "model": "hpo.models.mlp:build",
-        "data": {"train": "builtin:digits"},
-        "search": {"algorithm": algorithm, "num_samples": 4, "max_concurrent": 2, "seed": 5, **search},
-        "scheduler": {"type": scheduler, "grace_period": 1},
-        # One Horovod worker per trial: the contract is about search and scheduling; 2-worker trials are
-        # covered by the sweep, runtime, resume, MLflow and cluster tests.
-        "trial": {"workers": 1, "cpus_per_worker": 1, "max_epochs": 3, "batch_size_per_worker": 128,
-                  "max_failures": 0},
-        "space": space,
-    })
-
-
-def in_space(config: hpo.SweepConfig, params: dict) -> bool:
-    for name, value in params.items():
-        spec = config.space[name]
-        if spec.type == "float" and not spec.low <= value <= spec.high:
-            return False
-        if spec.type == "int" and not (spec.low <= value <= spec.high and (value - spec.low) % (spec.step or 1) == 0):
-            return False
-        if spec.type in ("categorical", "grid") and value not in (spec.choices or spec.values):
-            return False
-    return True
-
-
 @pytest.mark.parametrize(("algorithm", "scheduler"), list(itertools.product(SEARCHERS, SCHEDULERS)))
 def test_searcher_scheduler_pair(ray_session, tmp_path, monkeypatch, algorithm, scheduler):
     monkeypatch.chdir(tmp_path)
-    config = tiny(f"{algorithm}-{scheduler}", algorithm, scheduler)
-    result = hpo.tune(config, storage=tmp_path / "runs")
-    summary = json.loads(result.summary_path.read_text())
-    trials = summary["trials"]
-    assert len(trials) == 4
-    assert all(t["status"] in ("completed", "stopped_early") for t in trials), trials
-    assert all(in_space(config, t["params"]) and set(t["params"]) == set(config.space) for t in trials)
-    assert all(1 <= t["epochs"] <= 3 and t["metric"] is not None for t in trials)
-    best = max(trials, key=lambda t: t["metric"])
-    assert summary["best"]["trial_id"] == best["trial_id"]
-    if algorithm == "grid":
-        assert sorted((t["params"]["units"], t["params"]["optimizer"]) for t in trials) == [
-            (8, "adam"), (8, "sgd"), (16, "adam"), (16, "sgd")]
-    else:
-        # The searcher was told every trial's outcome, stopped ones included, with the last value it saw
-        # (Ray's OptunaSearch files trials HyperBand paused and ended as PRUNED, with that value).
-        study = optuna.load_study(study_name=config.name, storage=study_url(tmp_path / "runs" / config.name))
-        states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-        told = [t for t in study.trials if t.state in states]
-        assert len(told) == 4 and all(t.value is not None for t in told)
-        assert sorted(round(t.params["learning_rate"], 10) for t in told) == sorted(
-            round(t["params"]["learning_rate"], 10) for t in trials)
+    check_pair(tmp_path, algorithm, scheduler)
 
 
 def test_seed_makes_the_suggestions_reproducible(ray_session, tmp_path, monkeypatch):
@@ -185,11 +135,6 @@ def test_time_budget_ends_the_sweep(ray_session, tmp_path, monkeypatch):
         assert first["timestamp"] - first["time_total_s"] <= started + 12 + 2
 
 
-def with_goal(config: hpo.SweepConfig, goal: float) -> hpo.SweepConfig:
-    return hpo.SweepConfig.model_validate({**config.model_dump(), "objective": {"metric": "val_accuracy",
-                                                                               "goal": goal}})
-
-
 def test_goal_ends_the_sweep_at_the_first_epoch_that_reaches_it(ray_session, tmp_path, monkeypatch):
     # Random search, one trial at a time: the first trial's first epoch has some accuracy a > 0; a goal
     # just under it is reached right there, so no further epoch or trial runs.
@@ -197,11 +142,10 @@ def test_goal_ends_the_sweep_at_the_first_epoch_that_reaches_it(ray_session, tmp
     config = with_goal(tiny("goal", "random", "fifo", num_samples=6, max_concurrent=1), 1e-6)
     result = hpo.tune(config, storage=tmp_path / "runs")
     trials = result.summary["trials"]
-    # The trial ends as finished at that epoch (not cut by Tune), so its model is saved and registered.
+    # The trial ends as finished at that epoch (not cut by Tune); with real training its model is saved and
+    # registered (test_schedulers_real.py).
     assert len(trials) == 1 and trials[0]["epochs"] == 1 and trials[0]["status"] == "completed"
-    assert (Path(trials[0]["checkpoint"]) / "model.keras").is_file()
     assert result.summary["goal"] == {"value": 1e-6, "reached": True, "trial_id": trials[0]["trial_id"]}
-    assert result.summary["mlflow"]["model"]["trial_id"] == trials[0]["trial_id"]
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(result.summary["mlflow"]["uri"])

@@ -1,0 +1,85 @@
+"""The simulated backend's curves and stopping rule (its sweeps run in tests/integration/test_search_contract.py)."""
+
+from __future__ import annotations
+
+import typing
+
+import numpy as np
+import pytest
+
+from hpo.config import TrialConfig
+from hpo.trial.driver import BACKENDS
+from hpo.trial.protocol import REPEAT_KEY
+from hpo.trial.simulated import EarlyStopping, SyntheticCurve
+
+
+class _Spec:
+    seed = 3
+    max_epochs = 12
+
+
+def test_every_configurable_backend_is_registered():
+    (choices,) = [typing.get_args(f.annotation) for n, f in TrialConfig.model_fields.items() if n == "backend"]
+    assert set(choices) == set(BACKENDS)
+
+
+def test_curve_is_determined_by_params_seed_and_repeat():
+    params = {"learning_rate": 0.01, "units": 16}
+    a, b = SyntheticCurve.for_trial(_Spec, params), SyntheticCurve.for_trial(_Spec, dict(params))
+    assert [a.accuracy(e) for e in range(1, 13)] == [b.accuracy(e) for e in range(1, 13)]
+    other = SyntheticCurve.for_trial(_Spec, {**params, REPEAT_KEY: 1})
+    assert other.ceiling == a.ceiling and other.noise != a.noise  # same configuration, another seed
+    assert all(0.0 <= a.accuracy(e) <= 1.0 for e in range(1, 13))
+    assert a.metrics(12)["val_loss"] < a.metrics(1)["val_loss"]  # loss falls as accuracy rises
+
+
+def test_learning_rate_far_from_its_best_lowers_the_ceiling():
+    near = SyntheticCurve.for_trial(_Spec, {"learning_rate": 0.01})
+    far = SyntheticCurve.for_trial(_Spec, {"learning_rate": 1e-5})
+    assert far.ceiling < near.ceiling
+
+
+def _keras_stop(values, mode, patience, min_delta):
+    import tensorflow as tf
+
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(1,))])
+    rule = tf.keras.callbacks.EarlyStopping(monitor="m", mode=mode, patience=patience, min_delta=min_delta)
+    rule.set_model(model)
+    rule.on_train_begin()
+    for epoch, value in enumerate(values):
+        rule.on_epoch_end(epoch, {"m": value})
+        if model.stop_training:
+            return epoch, rule.best, rule.best_epoch
+    return None, rule.best, rule.best_epoch
+
+
+def _own_stop(values, mode, patience, min_delta):
+    rule = EarlyStopping(mode, patience, min_delta)
+    for epoch, value in enumerate(values):
+        rule.update(value, epoch)
+        if rule.stopped:
+            return epoch, rule.best, rule.best_epoch
+    return None, rule.best, rule.best_epoch
+
+
+@pytest.mark.parametrize("mode", ["max", "min"])
+def test_early_stopping_decides_as_keras_does(mode):
+    rng = np.random.default_rng(0)
+    for case in range(40):
+        values = list(np.cumsum(rng.normal(0.0, 0.02, 15)) + 0.5)
+        patience, min_delta = int(rng.integers(0, 4)), float(rng.choice([0.0, 0.01]))
+        assert _own_stop(values, mode, patience, min_delta) == _keras_stop(values, mode, patience, min_delta), case
+
+
+def test_early_stopping_resumes_from_its_checkpointed_state():
+    values = [0.5, 0.6, 0.55, 0.54, 0.53]
+    whole = EarlyStopping("max", 2, 0.0)
+    for epoch, value in enumerate(values):
+        whole.update(value, epoch)
+    first = EarlyStopping("max", 2, 0.0)
+    for epoch, value in enumerate(values[:3]):
+        first.update(value, epoch)
+    resumed = EarlyStopping("max", 2, 0.0, first.state())
+    for epoch, value in enumerate(values[3:], start=3):
+        resumed.update(value, epoch)
+    assert resumed.state() == whole.state() and resumed.stopped == whole.stopped
