@@ -51,6 +51,38 @@ def hyperband_bracket_of(scheduler: Any, trial: Any) -> Any:
     return scheduler._trial_info[trial][0]
 
 
+# -- Ray Tune result files (ray 2.60.0) ---------------------------------------------------------------
+
+
+def _keep_driver_copy(base: type) -> type:
+    """``base`` (a Tune result logger) without its restore-time copy over a result file the driver has.
+
+    Tune 2.60's loggers write a trial's ``result.json`` / ``progress.csv`` in the driver's staging
+    directory and sync it to the storage every so often. When a paused trial starts again (the median
+    rule and HyperBand pause trials; a failed attempt restarts from its checkpoint) they copy the
+    storage's copy back over the staging one (``LoggerCallback._restore_from_remote``); a copy older
+    than the last sync loses the results in between, and an empty one leaves the trial with no metric
+    history (the summary's metric came out None). The driver's own copy, when it exists, is the newest:
+    keep it; restore from the storage only when the driver has none (a resumed sweep on a fresh disk).
+    """
+
+    def _restore_from_remote(self: Any, file_name: str, trial: Any) -> None:
+        from pathlib import Path
+
+        if Path(trial.local_path, file_name).exists():
+            return
+        base._restore_from_remote(self, file_name, trial)
+
+    return type(f"HpoKeep{base.__name__}", (base,), {"_restore_from_remote": _restore_from_remote})
+
+
+def result_loggers() -> list[Any]:
+    """Tune's CSV and JSON result loggers with the restore fix above (Tune then adds no default ones)."""
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+    return [_keep_driver_copy(CSVLoggerCallback)(), _keep_driver_copy(JsonLoggerCallback)()]
+
+
 # -- Optuna through Ray's OptunaSearch (ray 2.60.0, optuna 5.0.0) -------------------------------------
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from hpo import compat
 from hpo.config import SweepConfig
 from hpo.errors import ConfigError, SweepAborted
 from hpo.options import RunOptions, summary_path
@@ -111,7 +112,7 @@ def _tuner(
     from hpo.trial.driver import make_trainable
 
     sweep_dir = options.sweep_dir(config.name)
-    callbacks: list[Any] = [tracking_callback]
+    callbacks: list[Any] = [tracking_callback, *compat.result_loggers()]
     if options.console is not None:
         callbacks.append(ConsoleProgress(options.console, config.objective.metric, search.planned_trials(config)))
     stopper = search.build_stopper(config)

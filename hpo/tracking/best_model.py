@@ -5,11 +5,12 @@ MLflow 3.17's ``mlflow.keras`` flavor is for Keras 3 and cannot save it; ``mlflo
 checks ``isinstance(model, tensorflow.keras.Model)``, which under ``TF_USE_LEGACY_KERAS=1`` is tf-keras,
 saves ``data/model.keras`` and records ``keras_module = tensorflow.keras``. Loading it back
 (``mlflow.pyfunc.load_model`` or ``mlflow.tensorflow.load_model``) therefore also needs
-``TF_USE_LEGACY_KERAS=1`` (``import hpo`` sets it).
+``TF_USE_LEGACY_KERAS=1`` in that process, set before TensorFlow is imported (hpo's CLI sets it for itself).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,20 @@ def sample_features(url: str, column: str, rows: int = SAMPLE_ROWS) -> Any:
     return np.asarray(table.column(column).to_pylist(), dtype=np.float32)
 
 
+def as_model_input(sample: Any, input_shape: Any) -> Any:
+    """Feature rows (stored flat) in the shape the model takes, as the trials' input pipeline feeds them.
+
+    Args:
+        sample: A ``(rows, n)`` array.
+        input_shape: The model's ``input_shape`` (``(None, 8, 8, 1)``); a multi-input model's list is left
+            alone, as is a shape whose size is not ``n``.
+    """
+    dims = input_shape[1:] if isinstance(input_shape, tuple) else None
+    if not dims or not all(isinstance(d, int) for d in dims) or math.prod(dims) != sample[0].size:
+        return sample
+    return sample.reshape((len(sample), *dims))
+
+
 def log_best_model(uri: str, run_id: str, model_path: Path, sample: Any, registered_name: str) -> tuple[str, str]:
     """Logs ``model_path`` with its signature on run ``run_id`` and registers a new version.
 
@@ -71,6 +86,7 @@ def log_best_model(uri: str, run_id: str, model_path: Path, sample: Any, registe
     from hpo.compat import use_tracking_uri
 
     model = tf_keras.models.load_model(model_path, compile=False)
+    sample = as_model_input(sample, model.input_shape)
     signature = infer_signature(sample, model.predict(sample, verbose=0))
     with use_tracking_uri(uri):
         info = mlflow.tensorflow.log_model(

@@ -73,7 +73,7 @@ def check_pair(tmp_path: Path, algorithm: str, scheduler: str, backend: str = "s
     assert len(trials) == 4
     assert all(t["status"] in ("completed", "stopped_early") for t in trials), trials
     assert all(in_space(config, t["params"]) and set(t["params"]) == set(config.space) for t in trials)
-    assert all(1 <= t["epochs"] <= 3 and t["metric"] is not None for t in trials)
+    assert all(1 <= t["epochs"] <= 3 and t["metric"] is not None for t in trials), trials
     best = max(trials, key=lambda t: t["metric"])
     assert summary["best"]["trial_id"] == best["trial_id"]
     if algorithm == "grid":

@@ -200,3 +200,26 @@ def test_asha_bootstrap_count_stops_the_first_trial_at_its_first_rung(ray_sessio
     assert first["status"] == "stopped_early" and first["epochs"] < 20
     study = optuna.load_study(study_name="bootstrap", storage=study_url(tmp_path / "runs" / "bootstrap"))
     assert study.trials[0].state == optuna.trial.TrialState.PRUNED  # told to TPE, as ASHA's own stops are
+
+
+def test_paused_trials_keep_every_epoch_of_their_history(ray_session, tmp_path, monkeypatch):
+    # The median rule pauses a trial while too few others reached its epoch and trials wait; the trial
+    # starts again from its checkpoint. Tune used to copy the storage's stale result file over the
+    # driver's on that restart, leaving trials with a partial or empty history (no metric in the summary).
+    monkeypatch.chdir(tmp_path)
+    config = tiny("paused", "grid", "median")
+    config = hpo.SweepConfig.model_validate(
+        {**config.model_dump(), "trial": {**config.trial.model_dump(), "simulated_epoch_s": 0.05}})
+    resumed = []
+    for attempt in range(2):
+        storage = tmp_path / f"runs{attempt}"
+        result = hpo.tune(config, storage=storage)
+        for trial in result.summary["trials"]:
+            assert trial["metric"] is not None, trial
+            (trial_dir,) = (storage / "paused").glob(f"hpo_trial_{trial['trial_id']}_*")
+            lines = (trial_dir / "result.json").read_text().splitlines()
+            history = [json.loads(line) for line in lines]
+            assert [r["epoch"] for r in history] == list(range(1, trial["epochs"] + 1)), trial
+            assert len(pd.read_csv(trial_dir / "progress.csv")) == trial["epochs"]
+            resumed += [r["resumed_from_epoch"] for r in history if r["resumed_from_epoch"]]
+    assert resumed  # some trial was paused and started again

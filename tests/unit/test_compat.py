@@ -104,3 +104,21 @@ def test_ray_core_internals():
                                       if inspect.isfunction(f) and f.__module__ == compat.__name__])
 def test_every_accessor_has_a_docstring(accessor):
     assert getattr(compat, accessor).__doc__
+
+
+def test_result_loggers_keep_the_drivers_copy(tmp_path):
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+    from ray.tune.logger.logger import LoggerCallback
+
+    restore = inspect.signature(LoggerCallback._restore_from_remote)
+    assert list(restore.parameters) == ["self", "file_name", "trial"], _broken(
+        "result_loggers", "ray", "LoggerCallback._restore_from_remote(file_name, trial)")
+    csv_logger, json_logger = compat.result_loggers()
+    assert isinstance(csv_logger, CSVLoggerCallback) and isinstance(json_logger, JsonLoggerCallback)
+
+    class Trial:  # what the restore reads of a trial: its staging directory
+        local_path = str(tmp_path)
+
+    (tmp_path / "result.json").write_text('{"epoch": 1}\n{"epoch": 2}\n')
+    json_logger._restore_from_remote("result.json", Trial())  # would copy the storage's copy over it
+    assert (tmp_path / "result.json").read_text() == '{"epoch": 1}\n{"epoch": 2}\n'

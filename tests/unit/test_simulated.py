@@ -1,4 +1,4 @@
-"""The simulated backend's curves and stopping rule (its sweeps run in tests/integration/test_search_contract.py)."""
+"""The simulated backend: its curves and stopping rule (its sweeps: the search contract tests), the warm pool."""
 
 from __future__ import annotations
 
@@ -83,3 +83,32 @@ def test_early_stopping_resumes_from_its_checkpointed_state():
     for epoch, value in enumerate(values[3:], start=3):
         resumed.update(value, epoch)
     assert resumed.state() == whole.state() and resumed.stopped == whole.stopped
+
+
+class _Group:
+    """Stands in for a started Horovod group: its shape, whether it answers, whether it was torn down."""
+
+    def __init__(self, shape, answers=True):
+        self.shape, self.answers, self.torn_down = shape, answers, False
+
+    def alive(self):
+        return self.answers
+
+    def release(self, reusable):
+        self.torn_down = not reusable
+
+
+def test_warm_pool_hands_back_a_live_group_of_the_same_shape_once():
+    from hpo.trial.backend import WarmPool
+
+    pool, group = WarmPool(), _Group((2, 1.0, 0.0))
+    pool.keep(group)
+    assert pool.take((2, 1.0, 0.0)) is group and pool.take((2, 1.0, 0.0)) is None
+    pool.keep(group)
+    assert pool.take((4, 1.0, 0.0)) is None and group.torn_down  # another shape: torn down, not leaked
+    dead = _Group((2, 1.0, 0.0), answers=False)
+    pool.keep(dead)
+    assert pool.take((2, 1.0, 0.0)) is None and dead.torn_down
+    pool.keep(group)
+    pool.forget(group)
+    assert pool.take((2, 1.0, 0.0)) is None
