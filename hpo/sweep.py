@@ -108,7 +108,7 @@ def _tuner(
     from ray import tune
 
     from hpo import search
-    from hpo.progress import ConsoleProgress
+    from hpo.progress.console import ConsoleProgress
     from hpo.trial.driver import make_trainable
 
     sweep_dir = options.sweep_dir(config.name)

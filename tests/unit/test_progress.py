@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from hpo.progress import ConsoleProgress, error_line
+from hpo.progress.console import ConsoleProgress, error_line
 
 
 def test_failed_trial_line_shows_why(tmp_path):

@@ -1,0 +1,24 @@
+"""Progress of trials and sweeps: Monte-Carlo estimates of epochs, time left and cost, and console output.
+
+The estimator (after Dong & Luo, "Progress indication for deep learning model training") is pure
+Python/NumPy/SciPy and imports no Ray: :func:`estimate_trial` projects one trial's length from its
+validation curve, :func:`estimate_sweep` a whole sweep's from its trials and its plan. Modules:
+:mod:`~hpo.progress.curves` (trend families and their fit), :mod:`~hpo.progress.stopping` (EarlyStopping,
+goal, max_epochs), :mod:`~hpo.progress.trial`, :mod:`~hpo.progress.cutoffs` (scheduler decisions),
+:mod:`~hpo.progress.schedule` (trials queueing for slots), :mod:`~hpo.progress.sweep`, and
+:mod:`~hpo.progress.console` (the Ray Tune callback that prints trial lines; import it from there).
+"""
+
+from __future__ import annotations
+
+from hpo.progress.sweep import SweepEstimate, SweepPlan, TrialHistory, estimate_sweep
+from hpo.progress.trial import TrialEstimate, estimate_trial
+
+__all__ = [
+    "SweepEstimate",
+    "SweepPlan",
+    "TrialEstimate",
+    "TrialHistory",
+    "estimate_sweep",
+    "estimate_trial",
+]

@@ -1,0 +1,121 @@
+"""The sweep scheduler's decisions, applied to a running trial's simulated futures.
+
+Values are in "higher is better" space. The cut-offs come from the results recorded so far (every trial's
+observed epochs); results other trials record later are not foreseen.
+
+- ``asha`` (Tune's ``AsyncHyperBandScheduler``, one bracket): rungs at ``grace_period·reduction_factor^k``
+  epochs below ``max_epochs``; a trial reaching a rung continues only if its value there is at least the
+  ``1 - 1/reduction_factor`` quantile of the values recorded at that rung (none recorded: it continues).
+- ``hyperband``: taken as the same rule with ``grace_period`` 1 (Tune's synchronous brackets, and the pauses
+  they make, are not modelled).
+- ``median`` (Tune's ``MedianStoppingRule``): from ``grace_period`` on, a trial stops at an epoch where its
+  best value so far is below the median of the other trials' mean values from ``grace_period`` to that
+  epoch, once at least three others have reached it.
+- ``fifo``: no decisions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: Tune's MedianStoppingRule compares a trial with at least this many others.
+MEDIAN_MIN_SAMPLES = 3
+
+
+def rungs(grace_period: int, reduction_factor: float, max_epochs: int) -> list[int]:
+    """The epochs (below ``max_epochs``) at which ASHA compares trials, as Tune computes its milestones."""
+    grace = max(1, min(grace_period, max_epochs))
+    count = int(math.log(max_epochs / grace) / math.log(reduction_factor) + 1)
+    milestones = {math.ceil(grace * reduction_factor**k) for k in range(count)}
+    return sorted(epoch for epoch in milestones if epoch < max_epochs)
+
+
+def asha_stops(
+    stops: np.ndarray, paths: np.ndarray, done: int, others: list[np.ndarray], epochs: list[int], quantile: float
+) -> np.ndarray:
+    """Stops each simulated future at the first rung whose cut-off its value there falls below.
+
+    Args:
+        stops: Total epochs of each future by the trial's own rules, shape ``(samples,)``.
+        paths: Simulated values of epochs ``done + 1 ...``, shape ``(samples, H)``.
+        done: Epochs the trial has trained.
+        others: The other trials' observed values.
+        epochs: The rungs.
+        quantile: The cut-off quantile, ``1 - 1/reduction_factor``.
+
+    Returns:
+        The total epochs of each future after the scheduler's decisions.
+    """
+    stops = stops.copy()
+    for rung in epochs:
+        if rung <= done or rung - done > paths.shape[1]:
+            continue
+        recorded = [float(y[rung - 1]) for y in others if len(y) >= rung and np.isfinite(y[rung - 1])]
+        if not recorded:
+            continue
+        cutoff = np.percentile(recorded, quantile * 100)
+        with np.errstate(invalid="ignore"):
+            cut = (stops > rung) & (paths[:, rung - done - 1] < cutoff)
+        stops[cut] = rung
+    return stops
+
+
+def median_thresholds(others: list[np.ndarray], grace_period: int, max_epochs: int) -> np.ndarray:
+    """Per epoch ``1..max_epochs``: the median of the others' mean values from ``grace_period`` to it (or NaN)."""
+    out = np.full(max_epochs, np.nan)
+    for epoch in range(max(grace_period, 1), max_epochs + 1):
+        with np.errstate(invalid="ignore"):
+            means = [float(np.mean(y[grace_period - 1 : epoch])) for y in others if len(y) >= epoch]
+        means = [m for m in means if np.isfinite(m)]
+        if len(means) >= MEDIAN_MIN_SAMPLES:
+            out[epoch - 1] = np.median(means)
+    return out
+
+
+def median_stops(stops: np.ndarray, paths: np.ndarray, observed: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """Stops each simulated future at the first epoch its best value so far is below that epoch's threshold.
+
+    Args:
+        stops: Total epochs of each future by the trial's own rules.
+        paths: Simulated values of the epochs after the observed ones.
+        observed: The trial's observed values.
+        thresholds: :func:`median_thresholds` of the other trials.
+
+    Returns:
+        The total epochs of each future after the scheduler's decisions.
+    """
+    done = len(observed)
+    if not paths.shape[1]:
+        return stops
+    finite = observed[np.isfinite(observed)]
+    start = np.full((len(stops), 1), finite.max() if len(finite) else -np.inf)
+    best = np.fmax.accumulate(np.concatenate([start, paths], axis=1), axis=1)[:, 1:]
+    limit = thresholds[done : done + paths.shape[1]]
+    epochs = np.arange(done + 1, done + 1 + len(limit))
+    with np.errstate(invalid="ignore"):
+        cut = (best[:, : len(limit)] < limit[None, :]) & (epochs[None, :] < stops[:, None])
+    first = np.argmax(cut, axis=1)
+    return np.where(cut.any(axis=1), epochs[first], stops)
+
+
+def scheduler_stops(
+    scheduler: str,
+    stops: np.ndarray,
+    paths: np.ndarray,
+    observed: np.ndarray,
+    others: list[np.ndarray],
+    grace_period: int,
+    reduction_factor: float,
+    max_epochs: int,
+) -> np.ndarray:
+    """A running trial's simulated stops after the named scheduler's decisions (see the module docstring)."""
+    if scheduler in ("asha", "hyperband"):
+        grace = grace_period if scheduler == "asha" else 1
+        epochs = rungs(grace, reduction_factor, max_epochs)
+        return asha_stops(stops, paths, len(observed), others, epochs, 1 - 1 / reduction_factor)
+    if scheduler == "median":
+        thresholds = median_thresholds(others, grace_period, max_epochs)
+        return median_stops(stops, paths, observed, thresholds)
+    return stops

@@ -1,0 +1,323 @@
+"""How long a whole sweep will still run, how many trials and epochs it will train, and what that costs.
+
+Each Monte-Carlo sample is one possible future of the sweep:
+
+1. every running trial's length is simulated from its own curve (:func:`hpo.progress.trial.simulate_trial`)
+   and cut where the scheduler would stop it (:mod:`hpo.progress.cutoffs`);
+2. trials not started yet (and running ones with fewer than two values) get a length drawn from those of the
+   started ones: the ended trials' actual lengths (failed ones aside) and the running ones' simulated ones in
+   that sample (so that the first, short, scheduler-stopped trials do not make the rest look short); with no
+   started trial to draw from, the prior is ``max_epochs``;
+3. an epoch costs what the trial measured (median of its recent epoch times); a trial with no timings yet
+   gets the cost of a started trial drawn at random;
+4. the trials not started yet queue for ``max_concurrent`` slots (first come, first served), so the sweep
+   ends when its last slot is free, or when a running trial reaches the objective goal, or at the time
+   budget, whichever comes first.
+
+Not modelled: the cluster holding fewer trials than ``max_concurrent`` (pass the concurrency it can hold),
+trial start-up time, retries of failed trials, trials not started yet reaching the goal, and results other
+trials record later moving the scheduler's cut-offs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from hpo.progress.cutoffs import scheduler_stops
+from hpo.progress.schedule import Futures, Queue, run_queue
+from hpo.progress.stopping import higher_is_better
+from hpo.progress.trial import epoch_cost, epoch_times, quantiles, simulate_trial
+
+TrialStatus = Literal["running", "finished", "stopped", "failed"]
+Scheduler = Literal["asha", "hyperband", "median", "fifo"]
+
+
+@dataclass(frozen=True)
+class TrialHistory:
+    """One started trial of a sweep.
+
+    Attributes:
+        values: The objective's value after each epoch so far.
+        epoch_seconds: Seconds each epoch took (or one number); None: not measured.
+        status: ``running``; ``finished`` (max_epochs, patience or goal); ``stopped`` (by the scheduler);
+            ``failed``.
+        cpus: CPUs the trial holds (all its workers together); None: the plan's ``cpus_per_trial``.
+        gpus: GPUs it holds; None: the plan's ``gpus_per_trial``.
+    """
+
+    values: tuple[float, ...] | list[float]
+    epoch_seconds: tuple[float, ...] | list[float] | float | None = None
+    status: TrialStatus = "running"
+    cpus: float | None = None
+    gpus: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in ("running", "finished", "stopped", "failed"):
+            raise ValueError(f"status must be running, finished, stopped or failed, not {self.status!r}")
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What a sweep will run and under which rules (the sweep file's settings, and the time so far).
+
+    Attributes:
+        planned_trials: Trials the sweep runs in all (started or not).
+        max_concurrent: Trials that run at once.
+        max_epochs: The most epochs a trial trains.
+        mode: ``max`` or ``min``.
+        patience: EarlyStopping's patience.
+        min_delta: EarlyStopping's smallest improvement.
+        goal: The objective goal (the sweep ends when a trial reaches it), or None.
+        scheduler: ``asha``, ``hyperband``, ``median`` or ``fifo``.
+        grace_period: The scheduler's grace period (epochs).
+        reduction_factor: ASHA/HyperBand's reduction factor.
+        time_budget_s: The sweep's time budget, or None.
+        elapsed_s: Seconds the sweep has run so far (counted against the budget).
+        cpus_per_trial: CPUs a trial holds, for trials that do not say.
+        gpus_per_trial: GPUs a trial holds, for trials that do not say.
+        cost_per_cpu_hour: Price of a CPU hour (0: not counted).
+        cost_per_gpu_hour: Price of a GPU hour (0: not counted).
+    """
+
+    planned_trials: int
+    max_concurrent: int
+    max_epochs: int
+    mode: Literal["max", "min"] = "max"
+    patience: int = 3
+    min_delta: float = 0.0
+    goal: float | None = None
+    scheduler: Scheduler = "asha"
+    grace_period: int = 1
+    reduction_factor: float = 2.0
+    time_budget_s: float | None = None
+    elapsed_s: float = 0.0
+    cpus_per_trial: float = 1.0
+    gpus_per_trial: float = 0.0
+    cost_per_cpu_hour: float = 0.0
+    cost_per_gpu_hour: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.scheduler not in ("asha", "hyperband", "median", "fifo"):
+            raise ValueError(f"scheduler must be asha, hyperband, median or fifo, not {self.scheduler!r}")
+        if self.planned_trials < 0 or self.max_concurrent < 1 or self.reduction_factor <= 1:
+            raise ValueError("need planned_trials >= 0, max_concurrent >= 1 and reduction_factor > 1")
+
+    @property
+    def priced(self) -> bool:
+        """Whether any resource has a price."""
+        return bool(self.cost_per_cpu_hour or self.cost_per_gpu_hour)
+
+    def rate(self, trial: TrialHistory | None = None) -> float:
+        """What one second of a trial costs (the plan's trial shape where ``trial`` is None or does not say)."""
+        cpus = self.cpus_per_trial if trial is None or trial.cpus is None else trial.cpus
+        gpus = self.gpus_per_trial if trial is None or trial.gpus is None else trial.gpus
+        return (cpus * self.cost_per_cpu_hour + gpus * self.cost_per_gpu_hour) / 3600
+
+
+@dataclass(frozen=True)
+class SweepEstimate:
+    """A sweep's projected remaining time, size and cost (low/high: the 80 % interval).
+
+    Attributes:
+        remaining_s_median: Median seconds until the sweep ends; None without epoch timings.
+        remaining_s_low: 10th percentile; None without timings.
+        remaining_s_high: 90th percentile; None without timings.
+        trials_ended: Trials finished, stopped or failed.
+        trials_running: Trials running.
+        trials_pending: Trials not started yet.
+        trials_projected: Median number of trials the sweep will have started when it ends.
+        epochs_done: Epochs trained so far, all trials together.
+        epochs_median: Median total epochs the sweep trains (those done included).
+        epochs_low: 10th percentile.
+        epochs_high: 90th percentile.
+        cost_spent: What the measured epochs cost; None without a price.
+        cost_median: Median cost of the rest of the sweep; None without a price or timings.
+        cost_low: 10th percentile; None without a price or timings.
+        cost_high: 90th percentile; None without a price or timings.
+        method: ``done`` (nothing left), ``prior`` (no started trial to learn lengths from) or ``monte-carlo``.
+    """
+
+    remaining_s_median: float | None
+    remaining_s_low: float | None
+    remaining_s_high: float | None
+    trials_ended: int
+    trials_running: int
+    trials_pending: int
+    trials_projected: int
+    epochs_done: int
+    epochs_median: int
+    epochs_low: int
+    epochs_high: int
+    cost_spent: float | None
+    cost_median: float | None
+    cost_low: float | None
+    cost_high: float | None
+    method: str
+
+
+def _spent(trials: list[TrialHistory], plan: SweepPlan) -> float | None:
+    """What the measured epochs cost (trials without timings count nothing)."""
+    if not plan.priced:
+        return None
+    return sum(float(epoch_times(t.epoch_seconds).sum()) * plan.rate(t) for t in trials)
+
+
+def _goal_reached(ys: list[np.ndarray], plan: SweepPlan) -> bool:
+    if plan.goal is None:
+        return False
+    target = plan.goal if plan.mode == "max" else -plan.goal
+    return any(bool(np.any(y[np.isfinite(y)] >= target)) for y in ys)
+
+
+def _simulate_running(
+    trials: list[TrialHistory], ys: list[np.ndarray], plan: SweepPlan, samples: int, rng: np.random.Generator
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Index → (stops, by_goal) of each running trial that has a curve to extrapolate (or has stopped)."""
+    out = {}
+    for i, trial in enumerate(trials):
+        if trial.status != "running":
+            continue
+        sim = simulate_trial(
+            trial.values,
+            mode=plan.mode,
+            patience=plan.patience,
+            min_delta=plan.min_delta,
+            max_epochs=plan.max_epochs,
+            goal=plan.goal,
+            samples=samples,
+            seed=int(rng.integers(2**63)),
+        )
+        if sim.method == "prior":
+            continue
+        others = [y for j, y in enumerate(ys) if j != i]
+        stops = scheduler_stops(
+            plan.scheduler,
+            sim.stops,
+            sim.paths,
+            ys[i],
+            others,
+            plan.grace_period,
+            plan.reduction_factor,
+            plan.max_epochs,
+        )
+        out[i] = (stops, sim.by_goal & (stops == sim.stops))
+    return out
+
+
+def _draw(pool: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` draws per row of ``pool`` (shape ``(samples, m)``), each from its own row."""
+    picks = rng.integers(0, pool.shape[1], size=(pool.shape[0], count))
+    return np.take_along_axis(pool, picks, axis=1)
+
+
+def _futures(
+    trials: list[TrialHistory], ys: list[np.ndarray], plan: SweepPlan, samples: int, rng: np.random.Generator
+) -> tuple[Futures, bool]:
+    """Every running and pending trial's length and epoch cost, per sample; and whether any was learnt."""
+    simulated = _simulate_running(trials, ys, plan, samples, rng)
+    ended = [len(y) for y, t in zip(ys, trials, strict=True) if t.status in ("finished", "stopped") and len(y)]
+    columns = [np.full(samples, n) for n in ended] + [stops for stops, _ in simulated.values()]
+    learnt = bool(columns)
+    pool = np.column_stack(columns) if learnt else np.full((samples, 1), plan.max_epochs)
+    measured = [epoch_cost(t.epoch_seconds) for t in trials]
+    known = np.array([c for c in measured if c is not None])
+    running = [i for i, t in enumerate(trials) if t.status == "running"]
+    pending = max(0, plan.planned_trials - len(trials))
+    lengths, goal, costs = [], [], []
+    for i in running:
+        stops, by_goal = simulated.get(i) or (np.maximum(_draw(pool, 1, rng)[:, 0], len(ys[i])), None)
+        lengths.append(stops)
+        goal.append(np.zeros(samples, dtype=bool) if by_goal is None else by_goal)
+        cost = measured[i]
+        costs.append(np.full(samples, cost) if cost is not None else _pick(known, samples, rng))
+    pending_costs = [_pick(known, samples, rng) for _ in range(pending)]
+    futures = Futures(
+        done=np.array([len(ys[i]) for i in running], dtype=float),
+        lengths=_stack(lengths, samples),
+        by_goal=_stack(goal, samples).astype(bool),
+        costs=None if not len(known) else _stack(costs, samples),
+        rates=np.array([plan.rate(trials[i]) for i in running]),
+        pending_lengths=_draw(pool, pending, rng).astype(float),
+        pending_costs=None if not len(known) else _stack(pending_costs, samples),
+        pending_rate=plan.rate(),
+    )
+    return futures, learnt
+
+
+def _pick(known: np.ndarray, samples: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.choice(known, size=samples) if len(known) else np.full(samples, np.nan)
+
+
+def _stack(columns: list[np.ndarray], samples: int) -> np.ndarray:
+    return np.column_stack(columns).astype(float) if columns else np.zeros((samples, 0))
+
+
+def _nothing_left(counts: dict, started: int, plan: SweepPlan) -> SweepEstimate:
+    """The estimate of a sweep that has ended (every trial ended, or one reached the goal)."""
+    cost = 0.0 if plan.priced else None
+    done = counts["epochs_done"]
+    return SweepEstimate(
+        0.0,
+        0.0,
+        0.0,
+        **counts,
+        trials_projected=started,
+        epochs_median=done,
+        epochs_low=done,
+        epochs_high=done,
+        cost_median=cost,
+        cost_low=cost,
+        cost_high=cost,
+        method="done",
+    )
+
+
+def estimate_sweep(trials: list[TrialHistory], plan: SweepPlan, *, samples: int = 1000, seed: int = 0) -> SweepEstimate:
+    """Estimates a sweep's remaining time, its projected trials and epochs, and the cost of the rest.
+
+    Args:
+        trials: Every started trial (running or ended), in any order.
+        plan: The sweep's settings and its elapsed time.
+        samples: Number of simulated futures.
+        seed: Seed of the simulation (the same inputs give the same estimate).
+
+    Returns:
+        The estimate (see :class:`SweepEstimate` and the module docstring).
+    """
+    trials = list(trials)
+    ys = [higher_is_better(t.values, plan.mode) for t in trials]
+    running = sum(t.status == "running" for t in trials)
+    counts = {
+        "trials_ended": len(trials) - running,
+        "trials_running": running,
+        "trials_pending": max(0, plan.planned_trials - len(trials)),
+        "epochs_done": sum(len(y) for y in ys),
+        "cost_spent": _spent(trials, plan),
+    }
+    if _goal_reached(ys, plan) or not (running or counts["trials_pending"]):
+        return _nothing_left(counts, len(trials), plan)
+    rng = np.random.default_rng(seed)
+    futures, learnt = _futures(trials, ys, plan, samples, rng)
+    budget = None if plan.time_budget_s is None else max(0.0, plan.time_budget_s - plan.elapsed_s)
+    queue: Queue = run_queue(futures, plan.max_concurrent, budget)
+    seconds = [None] * 3 if queue.remaining_s is None else list(quantiles(queue.remaining_s))
+    cost = [None] * 3 if queue.cost is None or not plan.priced else list(quantiles(queue.cost))
+    epochs = [int(e) for e in quantiles(counts["epochs_done"] + queue.epochs)]
+    trials_projected = int(quantiles(len(trials) + queue.started)[1])
+    return SweepEstimate(
+        seconds[1],
+        seconds[0],
+        seconds[2],
+        **counts,
+        trials_projected=trials_projected,
+        epochs_median=epochs[1],
+        epochs_low=epochs[0],
+        epochs_high=epochs[2],
+        cost_median=cost[1],
+        cost_low=cost[0],
+        cost_high=cost[2],
+        method="monte-carlo" if learnt else "prior",
+    )

@@ -1,0 +1,286 @@
+"""The Monte-Carlo progress estimator on synthetic curves whose stopping points are known.
+
+The known stopping point of a whole curve comes from ``keras_stop`` below, written from Keras' EarlyStopping
+(tf-keras) and hpo's goal rule independently of ``hpo.progress``.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from hpo.objective import reaches_goal
+from hpo.progress import SweepPlan, TrialHistory, estimate_sweep, estimate_trial
+from tests.conftest import ROOT
+
+EPOCHS = np.arange(1, 201)
+
+
+def keras_stop(values, patience, min_delta, max_epochs, mode="max", goal=None):
+    """The epoch a trial with this whole curve stops at: EarlyStopping, the goal, or max_epochs."""
+    best = math.inf if mode == "min" else -math.inf
+    wait = 0
+    for epoch, value in enumerate(values[:max_epochs], start=1):
+        wait += 1
+        improved = value + min_delta < best if mode == "min" else value - min_delta > best
+        if improved:
+            best, wait = value, 0
+        elif wait >= patience and epoch > 1:
+            return epoch
+        if goal is not None and reaches_goal(value, goal, mode):
+            return epoch
+    return max_epochs
+
+
+def plateau(rate=0.3, noise=0.0, seed=0, top=0.9):
+    rng = np.random.default_rng(seed)
+    return top - 0.5 * np.exp(-rate * EPOCHS) + rng.normal(0.0, noise, len(EPOCHS))
+
+
+def estimate(values, **kwargs):
+    settings = {"mode": "max", "patience": 3, "min_delta": 0.0, "max_epochs": 100, **kwargs}
+    return estimate_trial(list(values), **settings)
+
+
+def test_a_smooth_plateau_stops_where_its_patience_runs_out():
+    curve = plateau()
+    truth = keras_stop(curve, patience=3, min_delta=0.002, max_epochs=100)
+    assert truth == 22  # improvements fall below min_delta around epoch 19
+    e = estimate(curve[:8], min_delta=0.002)
+    assert e.method == "exp"
+    assert e.epochs_done == 8
+    assert (e.epochs_low, e.epochs_median, e.epochs_high) == (truth, truth, truth)
+
+
+def test_a_noisy_plateau_falls_in_the_interval_about_as_often_as_it_should():
+    covered, errors = 0, []
+    for seed in range(40):
+        curve = plateau(rate=0.15, noise=0.01, seed=seed)
+        truth = keras_stop(curve, patience=5, min_delta=0.0, max_epochs=100)
+        e = estimate(curve[:10], patience=5, samples=300)
+        assert 10 <= e.epochs_low <= e.epochs_median <= e.epochs_high <= 100
+        covered += e.epochs_low <= truth <= e.epochs_high
+        errors.append(abs(e.epochs_median - truth) / truth)
+    assert 0.65 <= covered / 40 <= 1.0
+    assert np.median(errors) < 0.25
+
+
+def test_the_interval_narrows_as_a_plateauing_curve_goes_on():
+    curve = plateau(rate=0.15, noise=0.01, seed=3)
+    truth = keras_stop(curve, patience=5, min_delta=0.0, max_epochs=100)
+    widths = []
+    for done in (8, 15, truth - 1):
+        e = estimate(curve[:done], patience=5)
+        widths.append(e.epochs_high - e.epochs_low)
+        assert e.epochs_low <= truth <= e.epochs_high
+    assert widths[0] > widths[1] > widths[2]
+
+
+def test_a_flat_curve_stops_after_patience():
+    e = estimate([0.7, 0.7], patience=4, max_epochs=50)
+    assert e.method == "flat"
+    assert (e.epochs_low, e.epochs_median, e.epochs_high) == (5, 5, 5)
+
+
+def test_a_curve_that_ran_out_of_patience_has_stopped_at_the_current_epoch():
+    e = estimate([0.5, 0.6, 0.6, 0.6, 0.6], patience=3, epoch_seconds=[1.0] * 5)
+    assert e.method == "stopped"
+    assert (e.epochs_low, e.epochs_median, e.epochs_high) == (5, 5, 5)
+    assert e.remaining_s_median == 0.0
+
+
+def test_an_exploding_loss_stops_when_patience_runs_out_after_its_best_epoch():
+    loss = [0.9, 0.6, 0.5, 0.55, 0.8, 1.4, 3.0, 9.0]
+    truth = 3 + 8  # best at epoch 3, patience 8
+    e = estimate(loss, mode="min", patience=8)
+    assert e.method == "diverged"
+    assert (e.epochs_low, e.epochs_median, e.epochs_high) == (truth, truth, truth)
+
+
+def test_a_curve_turning_down_stops_when_patience_runs_out_after_its_best_epoch():
+    accuracy = [0.5, 0.7, 0.8, 0.82, 0.8, 0.78, 0.76, 0.74, 0.72, 0.70, 0.68]  # overfitting since epoch 4
+    e = estimate(accuracy, patience=10)
+    assert e.method in ("log", "pow", "exp")
+    assert e.epochs_low == e.epochs_median == 4 + 10
+
+
+@pytest.mark.parametrize(
+    ("values", "mode", "stop"),
+    [
+        ([1.0, 0.8, math.nan], "min", 2 + 3),  # NaN never improves: patience counts from epoch 2
+        ([1.0, 0.8, math.inf], "min", 2 + 3),  # a loss that overflowed
+        ([math.nan, math.nan], "max", 3),  # nothing ever improved
+    ],
+)
+def test_a_curve_ending_in_nan_or_inf_has_diverged(values, mode, stop):
+    e = estimate(values, mode=mode, patience=3)
+    assert e.method == "diverged"
+    assert (e.epochs_low, e.epochs_median, e.epochs_high) == (stop, stop, stop)
+
+
+def test_nan_inf_and_junk_inside_a_curve_are_left_out_of_the_fit():
+    e = estimate([0.5, math.nan, 0.62, None, "x", 0.7, 0.72, 0.73], patience=5, max_epochs=40)
+    assert e.method in ("flat", "log", "pow", "exp")
+    assert 8 < e.epochs_low <= e.epochs_median <= e.epochs_high <= 40
+
+
+@pytest.mark.parametrize(("values", "earliest"), [([], 4), ([0.5], 4), ([math.nan, 0.5], 5)])
+def test_fewer_than_two_values_give_the_prior(values, earliest):
+    e = estimate(values, patience=3, max_epochs=30, epoch_seconds=[2.0] * len(values) or None)
+    assert e.method == "prior"
+    assert (e.epochs_low, e.epochs_median, e.epochs_high) == (earliest, 30, 30)
+
+
+def test_the_prior_counts_remaining_seconds_from_max_epochs():
+    e = estimate([0.5], max_epochs=30, epoch_seconds=[2.0])
+    assert (e.remaining_s_median, e.remaining_s_high) == (58.0, 58.0)
+
+
+@pytest.mark.parametrize("mode", ["max", "min"])
+def test_a_goal_reached_already_stops_at_the_current_epoch(mode):
+    values = [0.5, 0.8, 0.95] if mode == "max" else [0.5, 0.2, 0.05]
+    e = estimate(values, mode=mode, patience=10, goal=0.9 if mode == "max" else 0.1)
+    assert e.method == "stopped"
+    assert e.epochs_median == 3
+
+
+def test_a_goal_ahead_stops_the_trial_where_the_curve_reaches_it():
+    curve = plateau()
+    truth = keras_stop(curve, patience=3, min_delta=0.0, max_epochs=100, goal=0.85)
+    assert truth == next(i for i, v in enumerate(curve, 1) if reaches_goal(v, 0.85, "max"))
+    e = estimate(curve[:6], goal=0.85)
+    assert (e.epochs_low, e.epochs_median, e.epochs_high) == (truth, truth, truth)
+
+
+def test_a_loss_in_min_mode_is_the_negated_curve_in_max_mode():
+    loss = 0.3 + 0.5 * np.exp(-0.3 * EPOCHS)
+    truth = keras_stop(loss, patience=3, min_delta=0.002, max_epochs=100, mode="min")
+    as_min = estimate(loss[:8], mode="min", min_delta=0.002)
+    as_max = estimate(-loss[:8], mode="max", min_delta=0.002)
+    assert as_min.epochs_median == truth
+    assert as_min == as_max
+
+
+def test_remaining_seconds_are_remaining_epochs_times_the_recent_epoch_time():
+    curve = plateau(rate=0.15, noise=0.01, seed=1)[:7]
+    e = estimate(curve, patience=5, epoch_seconds=[10.0, 2.0, 2.0, 2.2, 1.8, 2.0, 2.0])  # the first compiled
+    assert e.epoch_seconds == 2.0
+    assert e.remaining_s_median == (e.epochs_median - 7) * 2.0
+    assert e.remaining_s_low == (e.epochs_low - 7) * 2.0
+    assert e.remaining_s_high == (e.epochs_high - 7) * 2.0
+    untimed = estimate(curve, patience=5)
+    assert (untimed.remaining_s_median, untimed.remaining_s_low, untimed.remaining_s_high) == (None, None, None)
+    assert untimed.epoch_seconds is None
+
+
+def test_the_same_seed_gives_the_same_estimate():
+    curve = plateau(rate=0.15, noise=0.02, seed=2)[:9]
+    assert estimate(curve, seed=7) == estimate(curve, seed=7)
+
+
+def test_arguments_no_estimate_can_be_made_with_raise():
+    with pytest.raises(ValueError, match="mode must be 'max' or 'min'"):
+        estimate([0.5, 0.6], mode="maximize")
+
+
+def test_importing_the_estimator_imports_no_ray():
+    probe = "import sys, hpo.progress; assert 'ray' not in sys.modules, 'ray imported'; print('clean')"
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "clean" in proc.stdout, proc.stderr[-2000:]
+
+
+# --- the sweep ---
+
+
+def finished(epochs, seconds=1.0, status="finished"):
+    return TrialHistory(values=list(plateau()[:epochs]), epoch_seconds=[seconds] * epochs, status=status)
+
+
+def test_a_sweep_whose_trials_all_ended_has_nothing_left():
+    plan = SweepPlan(planned_trials=3, max_concurrent=2, max_epochs=30, cost_per_cpu_hour=3600.0)
+    e = estimate_sweep([finished(4), finished(6, status="stopped"), finished(5)], plan)
+    assert e.method == "done"
+    assert (e.remaining_s_low, e.remaining_s_median, e.remaining_s_high) == (0.0, 0.0, 0.0)
+    assert (e.epochs_done, e.epochs_median, e.trials_projected) == (15, 15, 3)
+    assert e.cost_median == 0.0
+    assert e.cost_spent == 15.0  # 15 epochs of 1 s at 1 per CPU-second
+
+
+def test_pending_trials_queue_for_the_concurrent_slots():
+    plan = SweepPlan(planned_trials=10, max_concurrent=2, max_epochs=30, scheduler="fifo")
+    e = estimate_sweep([finished(4), finished(6)], plan)  # trials of 5 epochs on average, 1 s each
+    assert e.method == "monte-carlo"
+    assert (e.trials_pending, e.trials_projected) == (8, 10)
+    assert e.remaining_s_low <= 8 / 2 * 5 <= e.remaining_s_high
+    assert 16 <= e.remaining_s_median <= 24
+    assert e.epochs_median == pytest.approx(10 + 8 * 5, abs=4)
+
+
+def test_the_time_budget_caps_the_remaining_time():
+    plan = SweepPlan(planned_trials=10, max_concurrent=2, max_epochs=30, time_budget_s=10.0, elapsed_s=4.0)
+    e = estimate_sweep([finished(4), finished(6)], plan)
+    assert (e.remaining_s_low, e.remaining_s_median, e.remaining_s_high) == (6.0, 6.0, 6.0)
+    assert e.trials_projected < 10
+
+
+def test_the_cost_is_remaining_time_times_resources_times_price():
+    running = TrialHistory(list(plateau(rate=0.15, noise=0.01)[:6]), [5.0] * 6, "running", cpus=2, gpus=1)
+    plan = SweepPlan(planned_trials=1, max_concurrent=1, max_epochs=50, cost_per_cpu_hour=0.5, cost_per_gpu_hour=3.0)
+    e = estimate_sweep([running], plan)
+    per_second = (2 * 0.5 + 1 * 3.0) / 3600
+    assert e.remaining_s_median > 0
+    assert e.cost_median == pytest.approx(e.remaining_s_median * per_second)
+    assert e.cost_high == pytest.approx(e.remaining_s_high * per_second)
+    assert e.cost_spent == pytest.approx(30 * per_second)
+    free = estimate_sweep([running], SweepPlan(planned_trials=1, max_concurrent=1, max_epochs=50))
+    assert (free.cost_median, free.cost_spent) == (None, None)
+
+
+def test_without_timings_epochs_are_projected_but_not_seconds():
+    untimed = TrialHistory(list(plateau()[:4]), None, "finished")
+    e = estimate_sweep([untimed], SweepPlan(planned_trials=3, max_concurrent=1, max_epochs=30))
+    assert e.remaining_s_median is None and e.cost_median is None
+    assert e.epochs_median == 12
+
+
+def test_a_sweep_with_no_trial_started_is_a_prior():
+    e = estimate_sweep([], SweepPlan(planned_trials=4, max_concurrent=2, max_epochs=30))
+    assert e.method == "prior"
+    assert (e.trials_pending, e.epochs_median, e.remaining_s_median) == (4, 120, None)
+
+
+def low_trial(done):
+    return TrialHistory([0.3 + 0.001 * i for i in range(done)], [1.0] * done, "running")
+
+
+def test_asha_stops_a_trial_below_the_cut_off_at_its_next_rung():
+    ended = [finished(12, status="finished") for _ in range(3)]
+    for scheduler, stop in (("asha", 4), ("fifo", None)):
+        plan = SweepPlan(planned_trials=4, max_concurrent=4, max_epochs=30, patience=20, scheduler=scheduler)
+        e = estimate_sweep([*ended, low_trial(3)], plan)
+        if stop is not None:
+            assert e.epochs_median == 36 + stop
+        else:
+            assert e.epochs_median > 36 + 4
+
+
+def test_the_median_rule_stops_a_trial_worse_than_the_others():
+    ended = [finished(12, status="finished") for _ in range(3)]
+    plan = SweepPlan(planned_trials=4, max_concurrent=4, max_epochs=30, patience=20, scheduler="median", grace_period=5)
+    e = estimate_sweep([*ended, low_trial(3)], plan)
+    assert e.epochs_median == 36 + 5
+
+
+def test_a_running_trial_reaching_the_goal_ends_the_sweep():
+    running = TrialHistory(list(plateau()[:6]), [1.0] * 6, "running")
+    truth = keras_stop(plateau(), patience=3, min_delta=0.0, max_epochs=100, goal=0.85)
+    plan = SweepPlan(planned_trials=20, max_concurrent=2, max_epochs=100, goal=0.85, scheduler="fifo")
+    low = TrialHistory([0.3 + 0.001 * i for i in range(30)], [1.0] * 30, "finished")
+    e = estimate_sweep([running, low], plan)
+    assert e.remaining_s_median == truth - 6
+    reached = estimate_sweep([running, low], SweepPlan(planned_trials=20, max_concurrent=2, max_epochs=100, goal=0.8))
+    assert (reached.method, reached.remaining_s_median) == ("done", 0.0)
