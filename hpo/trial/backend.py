@@ -144,21 +144,24 @@ class HorovodBackend:
 
 
 class WarmPool:
-    """The Horovod group a finished trial left started, for the next trial of this process."""
+    """The worker group a finished trial left started, for the next trial of this process.
+
+    A group has a ``shape`` (what a trial needs of it), ``alive()`` and ``release(reusable)``.
+    """
 
     def __init__(self) -> None:
-        self._group: HorovodBackend | None = None
+        self._group: Any = None
 
-    def keep(self, group: HorovodBackend) -> None:
+    def keep(self, group: Any) -> None:
         """Holds ``group`` for the next :meth:`take` (one group at most: the trial actor runs one trial)."""
         self._group = group
 
-    def forget(self, group: HorovodBackend) -> None:
+    def forget(self, group: Any) -> None:
         """Drops ``group`` if it is the one held (it is being torn down)."""
         if self._group is group:
             self._group = None
 
-    def take(self, shape: tuple[int, float, float]) -> HorovodBackend | None:
+    def take(self, shape: tuple[Any, ...]) -> Any:
         """The held group if it has this shape and still answers; a held group that does not is torn down."""
         group, self._group = self._group, None
         if group is None:

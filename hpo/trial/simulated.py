@@ -24,7 +24,7 @@ import numpy as np
 import ray
 
 from hpo.objective import reaches_goal
-from hpo.trial.backend import Channel
+from hpo.trial.backend import WARM_POOL, Channel
 from hpo.trial.protocol import REPEAT_KEY, EpochCheckpoint, EpochReport, TrialStarted
 from hpo.trial.spec import TrialSpec
 
@@ -165,16 +165,30 @@ def run_simulated(
 
 
 class SimulatedBackend:
-    """One zero-CPU Ray task per trial instead of a Horovod group; the trial's resources stay reserved."""
+    """One zero-CPU Ray task per trial instead of a Horovod group; the trial's resources stay reserved.
+
+    Its channel actor is kept warm for the next trial of this process, as a Horovod group is.
+    """
+
+    shape = ("simulated",)
 
     def __init__(self) -> None:
         self.channel = ray.remote(Channel).options(num_cpus=0).remote()
         self.refs: list[Any] = []
+        self._warm = False
 
     @property
     def warm(self) -> bool:
-        """Always False: there is nothing to keep warm."""
-        return False
+        """True if an earlier trial already used this channel."""
+        return self._warm
+
+    def alive(self) -> bool:
+        """True if the channel still answers."""
+        try:
+            ray.get(self.channel.drain.remote(), timeout=10)
+            return True
+        except (ray.exceptions.RayError, TimeoutError):
+            return False
 
     def launch(self, fn: Any, args: list[Any]) -> list[Any]:
         """Runs ``fn(*args)`` as one task (the simulated rank 0)."""
@@ -183,12 +197,17 @@ class SimulatedBackend:
         return self.refs
 
     def release(self, reusable: bool) -> None:
-        """Cancels the task if it still runs and ends the channel."""
+        """Keeps the channel for the next trial, or cancels the task if it still runs and ends the channel."""
+        if reusable:
+            self._warm = True
+            WARM_POOL.keep(self)
+            return
+        WARM_POOL.forget(self)
         for ref in self.refs:
             ray.cancel(ref, force=True)
         ray.kill(self.channel, no_restart=True)
 
 
 def acquire(spec: TrialSpec) -> SimulatedBackend:
-    """A backend for one simulated trial."""
-    return SimulatedBackend()
+    """The warm simulated group of this process, or a new one."""
+    return WARM_POOL.take(SimulatedBackend.shape) or SimulatedBackend()

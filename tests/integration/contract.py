@@ -11,7 +11,7 @@ import hpo
 from hpo.search import study_url
 
 #: Seconds per simulated epoch: long enough for a scheduler's stop to reach a trial within an epoch or two.
-EPOCH_S = 0.2
+EPOCH_S = 0.1
 
 
 def tiny(name: str, algorithm: str, scheduler: str, backend: str = "simulated", **search) -> hpo.SweepConfig:
