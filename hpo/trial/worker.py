@@ -11,13 +11,11 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from hpo.objective import reaches_goal
 from hpo.trial.affinity import worker_claim
-from hpo.trial.protocol import REPEAT_KEY, EpochCheckpoint, EpochReport, TrialStarted
+from hpo.trial.protocol import REPEAT_KEY
 from hpo.trial.spec import TRAINER_PARAMS, TrialSpec, resolve_model
 
 #: Horovod's idle cycle (ms) on CPU workers unless HOROVOD_CYCLE_TIME is set. With hpo's Horovod patch a
@@ -34,8 +32,6 @@ GPU_CYCLE_TIME_MS = 5
 #: takes cores from the ranks still computing: two 1-CPU ranks of a small CNN (batch 64/rank) ran 4.2-4.9 s
 #: per epoch ungrouped, 3.5-3.9 s grouped.
 CPU_ALLREDUCE_GROUPS = 1
-#: Ranks agree on "stop now?" (a tiny broadcast) about this many times per epoch, and at every epoch end.
-STOP_CHECKS_PER_EPOCH = 10
 
 
 def gpu_for_rank(local_rank: int, visible_gpus: int) -> int | None:
@@ -82,133 +78,61 @@ def _pin_devices(tf: Any, local_rank: int, gpus_per_worker: float) -> None:
     tf.config.set_visible_devices(gpus[index], "GPU")
 
 
-def _floats(logs: dict[str, Any] | None) -> dict[str, float]:
-    return {k: float(v) for k, v in (logs or {}).items() if hasattr(v, "__float__")}
+class StopPoller:
+    """Rank 0's poll of the driver's stop flag, one check ahead (the ``ask`` of :class:`SyncedStop`).
+
+    Each check reads the answer to the question sent at the previous one (long arrived by then) and sends
+    the next, so no rank waits for a round trip to the channel actor mid-epoch; a stop takes effect at most
+    one check later. With ``wait`` (epoch ends) it asks and waits. Other ranks always answer False: rank 0's
+    answer is broadcast to them.
+
+    Args:
+        channel: The group's channel actor.
+        rank: This worker's rank.
+    """
+
+    def __init__(self, channel: Any, rank: int) -> None:
+        self.channel, self.rank = channel, rank
+        self.pending: Any = None
+
+    def __call__(self, wait: bool) -> bool:
+        """True if the driver asked to stop (as far as rank 0 knows)."""
+        import ray
+
+        if self.rank != 0:
+            return False
+        if self.pending is None or wait:
+            self.pending = self.channel.should_stop.remote()
+        ready, _ = ray.wait([self.pending], timeout=None if wait else 0)
+        if not ready:
+            return False
+        answer, self.pending = bool(ray.get(self.pending)), self.channel.should_stop.remote()
+        return answer
 
 
 def _callbacks(
-    spec: TrialSpec, hvd: Any, keras: Any, channel: Any, rank: int, resume: dict | None, steps_per_epoch: int
+    spec: TrialSpec, hvd: Any, channel: Any, rank: int, resume: dict | None, steps_per_epoch: int
 ) -> tuple[list[Any], Any]:
-    """Horovod broadcast + metric averaging, resumable EarlyStopping, synced stop, and rank 0's stream."""
+    """Horovod broadcast + metric averaging, resumable EarlyStopping, goal, synced stop, rank 0's stream."""
     import ray
     from horovod.tensorflow import broadcast_object
 
-    class ResumableEarlyStopping(keras.callbacks.EarlyStopping):
-        """EarlyStopping whose best value, wait counter and best weights survive a resume."""
+    from hpo.trial import callbacks as cb
 
-        def on_train_begin(self, logs: Any = None) -> None:
-            super().on_train_begin(logs)
-            state = (resume or {}).get("early_stopping")
-            if state:
-                self.best, self.wait, self.best_epoch = state["best"], state["wait"], state["best_epoch"]
-                # No separate best weights in the checkpoint: the checkpoint epoch was the best one.
-                self.best_weights = resume.get("best_weights") or resume["weights"]
-
-    class SyncedStop(keras.callbacks.Callback):
-        """Stops every rank at the same batch when the driver asks (rank 0 reads, then broadcasts).
-
-        Rank 0 asks the driver one check ahead: each check reads the answer to the question sent at the
-        previous one (long arrived by then) and sends the next, so no rank waits for a round trip to the
-        channel actor mid-epoch. A stop takes effect at most one check later; epoch ends ask and wait.
-        """
-
-        requested = False
-        pending: Any = None
-
-        def _wanted(self, wait: bool) -> bool:
-            if rank != 0:
-                return False
-            if self.pending is None or wait:
-                self.pending = channel.should_stop.remote()
-            ready, _ = ray.wait([self.pending], timeout=None if wait else 0)
-            if not ready:
-                return False
-            answer, self.pending = bool(ray.get(self.pending)), channel.should_stop.remote()
-            return answer
-
-        def _check(self, name: str, wait: bool) -> None:
-            if broadcast_object(self._wanted(wait), root_rank=0, name=name):
-                self.requested = True
-                self.model.stop_training = True
-
-        every = max(10, steps_per_epoch // STOP_CHECKS_PER_EPOCH)
-
-        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            if (batch + 1) % self.every == 0:
-                self._check("hpo.stop.batch", wait=False)
-
-        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-            self._check("hpo.stop.epoch", wait=True)
-
-    class GoalStop(keras.callbacks.Callback):
-        """Ends training on every rank at the epoch whose averaged objective reaches ``objective.goal``.
-
-        The sweep ends there too (hpo.search.GoalStopper); ending the trial as finished rather than letting
-        Tune stop it keeps its final model (``model.keras``), so the trial that reached the goal can be the
-        sweep's registered model.
-        """
-
-        reached = False
-
-        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-            value = (logs or {}).get(spec.objective_metric)
-            if spec.goal is not None and reaches_goal(value, spec.goal, spec.objective_mode):
-                self.reached = True
-                self.model.stop_training = True
-
-    class Affinity(keras.callbacks.Callback):
-        """Pins this worker to its claimed cores while its node is full, lets it float otherwise."""
-
-        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-            worker_claim(spec.cpus_per_worker, spec.gpus_per_worker).refresh()
-
-    class EpochStream(keras.callbacks.Callback):
-        """Rank 0: sends averaged epoch metrics plus a checkpoint (weights in the object store)."""
-
-        def on_train_begin(self, logs: Any = None) -> None:
-            channel.put.remote(TrialStarted(time.time()))
-            self.epoch_start = time.time()
-
-        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-            self.epoch_start = time.time()
-
-        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-            now = time.time()
-            state = {
-                "epoch": epoch + 1,
-                "early_stopping": {
-                    "best": float(early.best),
-                    "wait": int(early.wait),
-                    "best_epoch": int(early.best_epoch),
-                },
-            }
-            improved = early.best_epoch == epoch
-            checkpoint = EpochCheckpoint(
-                state=state,
-                weights=ray.put(self.model.get_weights()),
-                best_weights=None if improved or early.best_weights is None else ray.put(early.best_weights),
-            )
-            report = EpochReport(
-                epoch=epoch + 1,
-                metrics=_floats(logs),
-                epoch_time_s=now - self.epoch_start,
-                time=now,
-                last=bool(self.model.stop_training) or epoch + 1 >= spec.max_epochs,
-                stopped_by_patience=bool(self.model.stop_training) and early.stopped_epoch > 0,
-                stopped_by_goal=goal.reached,
-                checkpoint=checkpoint,
-            )
-            ray.get(channel.put.remote(report))
-
-    early = ResumableEarlyStopping(
+    early = cb.ResumableEarlyStopping(
+        resume=resume,
         monitor=spec.objective_metric,
         mode=spec.objective_mode,
         patience=spec.patience,
         min_delta=spec.min_delta,
         restore_best_weights=True,
     )
-    synced = SyncedStop()
-    goal = GoalStop()
+    goal = cb.GoalStop(spec.objective_metric, spec.goal, spec.objective_mode)
+    synced = cb.SyncedStop(
+        ask=StopPoller(channel, rank),
+        broadcast=lambda value, name: broadcast_object(value, root_rank=0, name=name),
+        steps_per_epoch=steps_per_epoch,
+    )
     callbacks = [
         hvd.callbacks.BroadcastGlobalVariablesCallback(0),
         # Average before EarlyStopping so every rank sees the same value and stops at the same epoch.
@@ -218,10 +142,43 @@ def _callbacks(
         synced,
     ]
     if spec.pin_cpus:
-        callbacks.append(Affinity())
-    if rank == 0:
-        callbacks.append(EpochStream())  # last: sees EarlyStopping's decision for this epoch
+        callbacks.append(cb.Affinity(lambda: worker_claim(spec.cpus_per_worker, spec.gpus_per_worker).refresh()))
+    if rank == 0:  # last: sees EarlyStopping's and the goal's decision for this epoch
+        send = lambda message: ray.get(channel.put.remote(message))  # noqa: E731
+        callbacks.append(cb.EpochStream(send, ray.put, early, goal, spec.max_epochs))
     return callbacks, synced
+
+
+def _start_horovod(spec: TrialSpec, hvd: Any, tf: Any) -> None:
+    """Initialises Horovod and TensorFlow's threads and devices once per worker process."""
+    if hvd.is_initialized():
+        return
+    if spec.pin_cpus:  # before hvd.init and TF's thread pools start, so their threads inherit a pin
+        worker_claim(spec.cpus_per_worker, spec.gpus_per_worker).refresh()
+    os.environ.setdefault("HOROVOD_CYCLE_TIME", str(cycle_time_ms(spec.gpus_per_worker)))
+    hvd.init()
+    intra, inter = tf_threads(spec.cpus_per_worker)
+    tf.config.threading.set_intra_op_parallelism_threads(intra)
+    tf.config.threading.set_inter_op_parallelism_threads(inter)
+    _pin_devices(tf, hvd.local_rank(), spec.gpus_per_worker)
+
+
+def _build_model(spec: TrialSpec, params: dict[str, Any], hyper: dict[str, Any], hvd: Any, keras: Any) -> Any:
+    """The user's model, compiled with Horovod's DistributedOptimizer at the rescaled learning rate."""
+    builder = resolve_model(spec.model)
+    model_params = {k: v for k, v in params.items() if k not in TRAINER_PARAMS and k != REPEAT_KEY}
+    model = builder(params=model_params, input_shape=spec.train.input_shape, num_classes=spec.train.num_classes)
+    if not isinstance(model, keras.Model):
+        raise TypeError(
+            f"model builder '{spec.model}' returned {type(model).__module__}.{type(model).__name__}, not a "
+            "tf.keras (Keras 2) model; build it with tf.keras (TF_USE_LEGACY_KERAS=1 is set for you)"
+        )
+    optimizer = keras.optimizers.get(
+        {"class_name": hyper["optimizer"], "config": {"learning_rate": hyper["effective_learning_rate"]}}
+    )
+    distributed = hvd.DistributedOptimizer(optimizer, num_groups=allreduce_groups(spec.gpus_per_worker))
+    model.compile(optimizer=distributed, loss=spec.loss, metrics=list(spec.metrics))
+    return model
 
 
 def run_worker(
@@ -236,7 +193,7 @@ def run_worker(
     Args:
         spec: The sweep's trial spec.
         params: This trial's sampled parameters.
-        channel: The group's message actor (see ``hpo.trial.backend._Channel``).
+        channel: The group's message actor (see ``hpo.trial.backend.Channel``).
         resume: ``{"state": {...}, "weights": [...], "best_weights": [...]}`` from the last checkpoint.
         record_ids: Return the row ids read per epoch (training shard), for audits.
 
@@ -247,7 +204,6 @@ def run_worker(
     from hpo import _env
 
     _env.apply()  # this worker process is hpo's own: TF_USE_LEGACY_KERAS before TensorFlow loads
-
     for path in spec.sys_path:
         if path not in sys.path:
             sys.path.append(path)
@@ -258,50 +214,24 @@ def run_worker(
     from hpo.data import ShardStream
 
     keras = tf.keras
-    if not hvd.is_initialized():
-        if spec.pin_cpus:  # before hvd.init and TF's thread pools start, so their threads inherit a pin
-            worker_claim(spec.cpus_per_worker, spec.gpus_per_worker).refresh()
-        os.environ.setdefault("HOROVOD_CYCLE_TIME", str(cycle_time_ms(spec.gpus_per_worker)))
-        hvd.init()
-        intra, inter = tf_threads(spec.cpus_per_worker)
-        tf.config.threading.set_intra_op_parallelism_threads(intra)
-        tf.config.threading.set_inter_op_parallelism_threads(inter)
-        _pin_devices(tf, hvd.local_rank(), spec.gpus_per_worker)
+    _start_horovod(spec, hvd, tf)
     keras.backend.clear_session()  # a warm worker starts each trial from a clean graph
     rank, size = hvd.rank(), hvd.size()
     seed = spec.seed + 7919 * int(params.get(REPEAT_KEY, 0))  # each repeat: its own init and data order
     keras.utils.set_random_seed(seed + 1000 * rank)
 
     hyper = spec.hyper(params)
-    common = {
-        "features": spec.features,
-        "label": spec.label,
-        "rank": rank,
-        "size": size,
-        "seed": seed,
-        "cache": spec.cache,
-    }
+    common = {"features": spec.features, "label": spec.label, "rank": rank, "size": size, "seed": seed,
+              "cache": spec.cache}
     train = ShardStream(spec.train, steps=hyper["steps_per_epoch"], record_ids=record_ids, **common)
     val = ShardStream(spec.validation, steps=hyper["validation_steps"], shuffle=False, **common)
     initial_epoch = int(resume["state"]["epoch"]) if resume else 0
     train.epoch = val.epoch = initial_epoch  # a resumed trial continues the per-epoch shuffle sequence
 
-    builder = resolve_model(spec.model)
-    model_params = {k: v for k, v in params.items() if k not in TRAINER_PARAMS and k != REPEAT_KEY}
-    model = builder(params=model_params, input_shape=spec.train.input_shape, num_classes=spec.train.num_classes)
-    if not isinstance(model, keras.Model):
-        raise TypeError(
-            f"model builder '{spec.model}' returned {type(model).__module__}.{type(model).__name__}, not a "
-            "tf.keras (Keras 2) model; build it with tf.keras (TF_USE_LEGACY_KERAS=1 is set for you)"
-        )
-    optimizer = keras.optimizers.get(
-        {"class_name": hyper["optimizer"], "config": {"learning_rate": hyper["effective_learning_rate"]}}
-    )
-    distributed = hvd.DistributedOptimizer(optimizer, num_groups=allreduce_groups(spec.gpus_per_worker))
-    model.compile(optimizer=distributed, loss=spec.loss, metrics=list(spec.metrics))
+    model = _build_model(spec, params, hyper, hvd, keras)
     if resume:
         model.set_weights(resume["weights"])
-    callbacks, synced = _callbacks(spec, hvd, keras, channel, rank, resume, hyper["steps_per_epoch"])
+    callbacks, synced = _callbacks(spec, hvd, channel, rank, resume, hyper["steps_per_epoch"])
     model.fit(
         train.dataset(),
         steps_per_epoch=hyper["steps_per_epoch"],
@@ -312,6 +242,11 @@ def run_worker(
         callbacks=callbacks,
         verbose=0,
     )
+    return _result(rank, size, keras, model, initial_epoch, train, with_model=rank == 0 and not synced.requested)
+
+
+def _result(rank: int, size: int, keras: Any, model: Any, initial_epoch: int, train: Any, with_model: bool) -> dict:
+    """What a rank returns to the driver (see :func:`run_worker`)."""
     result: dict[str, Any] = {
         "rank": rank,
         "size": size,
@@ -321,7 +256,7 @@ def run_worker(
         "epoch_rows": list(train.epoch_rows),
         "epoch_ids": [ids.tolist() for ids in train.epoch_ids],
     }
-    if rank == 0 and not synced.requested:
+    if with_model:
         result["model"] = _inference_model_bytes(keras, model)
     return result
 
