@@ -81,7 +81,44 @@ class Channel:
         self.messages, self.stop_requested = [], False
 
 
-class HorovodBackend:
+class PooledGroup:
+    """What every group kept in the :data:`WARM_POOL` shares: a channel, a warm flag and a liveness check.
+
+    Subclasses set ``shape`` and ``channel`` and may add :meth:`probes`.
+    """
+
+    shape: tuple[Any, ...]
+    channel: Any
+    _warm = False
+
+    @property
+    def warm(self) -> bool:
+        """True if an earlier trial already ran on this group."""
+        return self._warm
+
+    def probes(self) -> list[Any]:
+        """Calls that must answer, besides the channel's, for the group to be alive."""
+        return []
+
+    def alive(self) -> bool:
+        """True if the channel and every probe answer within 10 s."""
+        try:
+            ray.get([*self.probes(), self.channel.drain.remote()], timeout=10)
+            return True
+        except (ray.exceptions.RayError, TimeoutError):
+            return False
+
+    def pool(self, reusable: bool) -> bool:
+        """Keeps the group warm for the next trial if ``reusable`` (returns True), else drops it from the pool."""
+        if reusable:
+            self._warm = True
+            WARM_POOL.keep(self)
+            return True
+        WARM_POOL.forget(self)
+        return False
+
+
+class HorovodBackend(PooledGroup):
     """Horovod-on-Ray workers placed in the trial's placement group.
 
     Args:
@@ -107,20 +144,10 @@ class HorovodBackend:
         self.executor.start()
         self.start_s = time.time() - started
         self.actors = compat.horovod_worker_actors(self.executor)
-        self._warm = False
 
-    @property
-    def warm(self) -> bool:
-        """True if an earlier trial already ran on these workers."""
-        return self._warm
-
-    def alive(self) -> bool:
-        """True if every worker and the channel still answer."""
-        try:
-            ray.get([a.hostname.remote() for a in self.actors] + [self.channel.drain.remote()], timeout=10)
-            return True
-        except (ray.exceptions.RayError, TimeoutError):
-            return False
+    def probes(self) -> list[Any]:
+        """One call per worker actor: they must answer for the group to be alive."""
+        return [a.hostname.remote() for a in self.actors]
 
     def launch(self, fn: Callable[..., Any], args: list[Any]) -> list[Any]:
         """Runs ``fn(*args)`` on every rank."""
@@ -129,11 +156,8 @@ class HorovodBackend:
 
     def release(self, reusable: bool) -> None:
         """Keeps the group for the next trial, or kills every worker actor and the channel."""
-        if reusable:
-            self._warm = True
-            WARM_POOL.keep(self)
+        if self.pool(reusable):
             return
-        WARM_POOL.forget(self)
         for actor in self.actors:
             ray.kill(actor, no_restart=True)
         try:

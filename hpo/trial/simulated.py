@@ -24,7 +24,7 @@ import numpy as np
 import ray
 
 from hpo.objective import reaches_goal
-from hpo.trial.backend import WARM_POOL, Channel
+from hpo.trial.backend import WARM_POOL, Channel, PooledGroup
 from hpo.trial.protocol import REPEAT_KEY, EpochCheckpoint, EpochReport, TrialStarted
 from hpo.trial.spec import TrialSpec
 
@@ -164,7 +164,7 @@ def run_simulated(
     }
 
 
-class SimulatedBackend:
+class SimulatedBackend(PooledGroup):
     """One zero-CPU Ray task per trial instead of a Horovod group; the trial's resources stay reserved.
 
     Its channel actor is kept warm for the next trial of this process, as a Horovod group is.
@@ -175,20 +175,6 @@ class SimulatedBackend:
     def __init__(self) -> None:
         self.channel = ray.remote(Channel).options(num_cpus=0).remote()
         self.refs: list[Any] = []
-        self._warm = False
-
-    @property
-    def warm(self) -> bool:
-        """True if an earlier trial already used this channel."""
-        return self._warm
-
-    def alive(self) -> bool:
-        """True if the channel still answers."""
-        try:
-            ray.get(self.channel.drain.remote(), timeout=10)
-            return True
-        except (ray.exceptions.RayError, TimeoutError):
-            return False
 
     def launch(self, fn: Any, args: list[Any]) -> list[Any]:
         """Runs ``fn(*args)`` as one task (the simulated rank 0)."""
@@ -198,11 +184,8 @@ class SimulatedBackend:
 
     def release(self, reusable: bool) -> None:
         """Keeps the channel for the next trial, or cancels the task if it still runs and ends the channel."""
-        if reusable:
-            self._warm = True
-            WARM_POOL.keep(self)
+        if self.pool(reusable):
             return
-        WARM_POOL.forget(self)
         for ref in self.refs:
             ray.cancel(ref, force=True)
         ray.kill(self.channel, no_restart=True)

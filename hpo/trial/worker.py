@@ -181,6 +181,16 @@ def _build_model(spec: TrialSpec, params: dict[str, Any], hyper: dict[str, Any],
     return model
 
 
+def _prepare_process(spec: TrialSpec) -> None:
+    """Sets this worker process up before TensorFlow loads: hpo's environment and the user's import paths."""
+    from hpo import _env
+
+    _env.apply()  # this worker process is hpo's own: TF_USE_LEGACY_KERAS before TensorFlow loads
+    for path in spec.sys_path:
+        if path not in sys.path:
+            sys.path.append(path)
+
+
 def run_worker(
     spec: TrialSpec,
     params: dict[str, Any],
@@ -201,13 +211,7 @@ def run_worker(
         Per-rank facts: rank, size, pid, the optimizer's learning rate, rows read per epoch, the row ids
         of each epoch (if recorded) and, on rank 0 of a finished trial, the saved model as bytes.
     """
-    from hpo import _env
-
-    _env.apply()  # this worker process is hpo's own: TF_USE_LEGACY_KERAS before TensorFlow loads
-    for path in spec.sys_path:
-        if path not in sys.path:
-            sys.path.append(path)
-
+    _prepare_process(spec)
     import horovod.tensorflow.keras as hvd
     import tensorflow as tf
 
