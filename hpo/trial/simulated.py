@@ -1,8 +1,9 @@
 """A simulated trial backend: synthetic learning curves replayed without TensorFlow or Horovod.
 
 ``trial.backend: simulated`` runs every trial through the real driver, Tune, scheduler, searcher,
-MLflow tracking and ``summary.json``, but its "training" is one zero-CPU Ray task that replays a
-learning curve determined by the trial's parameters, seed and repeat: it sends the same messages rank 0
+MLflow tracking and ``summary.json``, but its "training" replays a learning curve determined by the
+trial's parameters, seed and repeat, in a thread of one zero-CPU actor shared by the cluster
+(:class:`SimulatorHost`, no new process per trial): it sends the same messages rank 0
 of a Horovod group sends (:class:`~hpo.trial.protocol.TrialStarted`, one
 :class:`~hpo.trial.protocol.EpochReport` per epoch with a checkpoint), applies the same stopping rules
 (Keras EarlyStopping semantics, ``max_epochs``, the objective goal) and honours the driver's stop
@@ -17,6 +18,8 @@ import json
 import math
 import os
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,31 +167,95 @@ def run_simulated(
     }
 
 
-class SimulatedBackend(PooledGroup):
-    """One zero-CPU Ray task per trial instead of a Horovod group; the trial's resources stay reserved.
+class SimulatorHost:
+    """One zero-CPU, threaded actor per Ray cluster that replays every simulated trial and holds its channel.
 
-    Its channel actor is kept warm for the next trial of this process, as a Horovod group is.
+    Starting an actor costs a new worker process (seconds); a simulated trial needs none of its own. The
+    host is detached and named, so the trials of every sweep on the cluster share it; a local Ray that
+    hpo started ends it with everything else.
+    """
+
+    def __init__(self) -> None:
+        self.channels: dict[str, Channel] = {}
+
+    def call(self, key: str, method: str, *args: Any) -> Any:
+        """Calls ``method`` of channel ``key`` (created on first use)."""
+        return getattr(self.channels.setdefault(key, Channel()), method)(*args)
+
+    def run(self, fn: Callable[..., Any], args: list[Any]) -> Any:
+        """Runs one simulated trial in a thread of this actor."""
+        return fn(*args)
+
+    def close(self, key: str) -> None:
+        """Forgets channel ``key``."""
+        self.channels.pop(key, None)
+
+
+class _Method:
+    """``channel.<method>.remote(*args)`` of a :class:`HostedChannel`."""
+
+    def __init__(self, host: Any, key: str, method: str) -> None:
+        self.host, self.key, self.method = host, key, method
+
+    def remote(self, *args: Any) -> Any:
+        return self.host.call.remote(self.key, self.method, *args)
+
+
+class HostedChannel:
+    """A :class:`~hpo.trial.backend.Channel` kept in the :class:`SimulatorHost`, called as the actor would be."""
+
+    def __init__(self, host: Any, key: str) -> None:
+        self.host, self.key = host, key
+
+    def __getattr__(self, method: str) -> _Method:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return _Method(self.host, self.key, method)
+
+
+#: Name and namespace of the cluster's :class:`SimulatorHost`.
+HOST_NAME, HOST_NAMESPACE = "hpo-simulator", "hpo"
+
+
+def simulator_host() -> Any:
+    """The cluster's :class:`SimulatorHost` (started by the first simulated trial)."""
+    actor = ray.remote(SimulatorHost).options(
+        name=HOST_NAME,
+        namespace=HOST_NAMESPACE,
+        lifetime="detached",
+        get_if_exists=True,
+        num_cpus=0,
+        max_concurrency=1000,
+    )
+    return actor.remote()
+
+
+class SimulatedBackend(PooledGroup):
+    """A simulated trial's "group": a channel in the cluster's :class:`SimulatorHost`, which replays the curve.
+
+    The trial's resources stay reserved in its placement group, as they would for Horovod workers.
     """
 
     shape = ("simulated",)
 
     def __init__(self) -> None:
-        self.channel = ray.remote(Channel).options(num_cpus=0).remote()
+        self.host = simulator_host()
+        self.channel = HostedChannel(self.host, uuid.uuid4().hex)
         self.refs: list[Any] = []
 
     def launch(self, fn: Any, args: list[Any]) -> list[Any]:
-        """Runs ``fn(*args)`` as one task (the simulated rank 0)."""
+        """Runs ``fn(*args)`` in a thread of the host (the simulated rank 0)."""
         ray.get(self.channel.reset.remote())
-        self.refs = [ray.remote(fn).options(num_cpus=0, max_retries=0).remote(*args)]
+        self.refs = [self.host.run.remote(fn, args)]
         return self.refs
 
     def release(self, reusable: bool) -> None:
-        """Keeps the channel for the next trial, or cancels the task if it still runs and ends the channel."""
+        """Keeps the channel for the next trial, or stops the replay (at its next epoch) and drops the channel."""
         if self.pool(reusable):
             return
-        for ref in self.refs:
-            ray.cancel(ref, force=True)
-        ray.kill(self.channel, no_restart=True)
+        self.channel.request_stop.remote()
+        ray.wait(self.refs, num_returns=len(self.refs), timeout=10)
+        self.host.close.remote(self.channel.key)
 
 
 def acquire(spec: TrialSpec) -> SimulatedBackend:

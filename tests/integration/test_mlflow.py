@@ -1,7 +1,9 @@
-"""MLflow against a real ``mlflow server`` process started here on a free 127.0.0.1 port (stopped by PID).
+"""The main real sweep, and MLflow against a real ``mlflow server`` process on a free 127.0.0.1 port.
 
-A small real sweep (Ray + Horovod workers) logs to the server; the tests read back nesting, metric
-histories, tags, the sweep-file artifact, and the registered best model, which must load and predict.
+``hpo tune`` runs the small sweep (local Ray, Horovod workers over Gloo, Petastorm shards) once in a git
+work tree, logging to the server (stopped by PID); the tests read back what it printed, ``summary.json``,
+the shards each rank read, the saved models, and in MLflow the nesting, metric histories, tags, the
+sweep-file artifact and the registered best model, which must load and predict. Then MLflow outages.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from hpo.tracking import MlflowServer, free_port, health
-from tests.conftest import ROOT
+from tests.conftest import HPO, ROOT
 
 pytestmark = pytest.mark.slow
 SMALL = ROOT / "tests" / "integration" / "sweeps" / "small.yaml"
@@ -78,14 +81,19 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server_sweep(server, tmp_path_factory) -> dict:
-    """A 3-trial sweep run through the CLI inside a git work tree, logging to the server."""
+    """The small sweep (6 trials, ASHA) run once through the CLI inside a git work tree, logging to the server."""
     work = tmp_path_factory.mktemp("work")
+    sweep = yaml.safe_load(SMALL.read_text())
+    sweep["name"] = "srv"
     sweep_file = work / "srv.yaml"
-    sweep_file.write_text(yaml.safe_dump(tiny_sweep("srv"), sort_keys=False))
+    sweep_file.write_text(yaml.safe_dump(sweep, sort_keys=False))
     git("init", "-q", cwd=work)
     git("add", "srv.yaml", cwd=work)
     git("commit", "-qm", "sweep", cwd=work)
-    proc = run_hpo("tune", str(sweep_file), "--storage", str(work / "runs"), "--mlflow-uri", server.url, cwd=work)
+    proc = subprocess.run(
+        [HPO, "tune", str(sweep_file), "--storage", str(work / "runs"), "--mlflow-uri", server.url],
+        cwd=work, capture_output=True, text=True, timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     summary = json.loads((work / "runs" / "srv" / "summary.json").read_text())
     return {
@@ -127,7 +135,7 @@ def test_parent_run_holds_sweep_settings_file_commit_and_best(server_sweep, clie
     assert tags["hpo.best_trial_id"] == best["trial_id"]
     assert json.loads(tags["hpo.best_params"]) == best["params"]
     assert parent.data.metrics["best_val_accuracy"] == pytest.approx(best["metric"])
-    assert parent.data.metrics["trials"] == 3
+    assert parent.data.metrics["trials"] == 6
     # The sweep file itself, byte for byte.
     assert [a.path for a in client.list_artifacts(parent.info.run_id, "sweep")] == ["sweep/srv.yaml"]
     local = client.download_artifacts(parent.info.run_id, "sweep/srv.yaml", str(server_sweep["work"] / "dl"))
@@ -137,7 +145,7 @@ def test_parent_run_holds_sweep_settings_file_commit_and_best(server_sweep, clie
 def test_one_nested_run_per_trial_with_params_tags_and_metric_history(server_sweep, client):
     summary = server_sweep["summary"]
     children = children_of(client, summary)
-    assert len(children) == 3
+    assert len(children) == 6
     by_run = {t["mlflow_run_id"]: t for t in summary["trials"]}
     assert set(by_run) == {c.info.run_id for c in children}
     for child in children:
@@ -148,10 +156,10 @@ def test_one_nested_run_per_trial_with_params_tags_and_metric_history(server_swe
         assert tags["hpo.status"] == trial["status"] and tags["hpo.epochs"] == str(trial["epochs"])
         assert tags["hpo.stop_reason"] in {"max_epochs", "early_stopping_patience", "scheduler"}
         assert child.info.status == "FINISHED"
-        assert float(child.data.params["learning_rate"]) == pytest.approx(trial["params"]["learning_rate"])
+        assert child.data.params["learning_rate"] == str(trial["params"]["learning_rate"])
         assert float(child.data.params["effective_learning_rate"]) == pytest.approx(
             2 * trial["params"]["learning_rate"]
-        )
+        )  # linear rule, 2 workers
         assert child.data.params["global_batch_size"] == "64"
         for key in ("val_accuracy", "loss", "accuracy", "val_loss"):
             history = client.get_metric_history(child.info.run_id, key)
@@ -191,6 +199,82 @@ def test_best_model_is_registered_and_predicts(server_sweep, client, server):
         assert np.allclose(keras_model.predict(x, verbose=0), probabilities, atol=1e-5)
     finally:
         mlflow.set_tracking_uri(None)
+
+
+def test_cli_sweep_exits_0_and_prints_best_and_summary(server_sweep):
+    summary_path = server_sweep["work"] / "runs" / "srv" / "summary.json"
+    assert f"summary: {summary_path}" in server_sweep["proc"].stdout
+    assert "best: " in server_sweep["proc"].stdout and "val_accuracy=" in server_sweep["proc"].stdout
+
+
+def test_summary_json_contents(server_sweep, server):
+    summary = server_sweep["summary"]
+    assert summary["name"] == "srv"
+    assert summary["objective"] == {"metric": "val_accuracy", "mode": "max"}
+    trials = summary["trials"]
+    assert len(trials) == 6
+    assert {t["status"] for t in trials} <= {"completed", "stopped_early"}
+    for t in trials:
+        assert set(t) >= {"trial_id", "params", "status", "epochs", "metric", "stopped_early", "mlflow_run_id"}
+        assert 1 <= t["epochs"] <= 4 and 0.0 <= t["metric"] <= 1.0
+        assert t["stopped_early"] == (t["status"] == "stopped_early")
+        assert set(t["params"]) == {"learning_rate", "units"}
+    best = max(trials, key=lambda t: t["metric"])
+    assert summary["best"] == {"trial_id": best["trial_id"], "params": best["params"], "metric": best["metric"]}
+    assert best["metric"] > 0.8  # the better rates learn digits within a few epochs
+    assert summary["mlflow"]["uri"] == server.url
+
+
+def test_asha_stopped_weak_trials_mid_training(server_sweep):
+    trials = server_sweep["summary"]["trials"]
+    stopped = [t for t in trials if t["stopped_early"]]
+    assert stopped, "ASHA stopped no trial"
+    assert all(t["epochs"] < 4 for t in stopped)
+    # The freed workers were reused: every trial ran.
+    assert sum(t["status"] == "completed" for t in trials) + len(stopped) == 6
+
+
+def test_ranks_trained_on_disjoint_shards_covering_the_set(server_sweep):
+    sweep_dir = server_sweep["work"] / "runs" / "srv"
+    audits = sorted(sweep_dir.glob("*/checkpoint_*/rows.json"))
+    assert audits, "no completed trial left a row audit"
+    train_dir = next((server_sweep["work"] / "runs" / "_data").glob("digits-*")) / "train"
+    all_ids = np.sort(pq.read_table(train_dir, columns=["row_id"]).column(0).to_numpy())
+    for audit in audits:
+        ranks = json.loads(audit.read_text())
+        assert [r["rank"] for r in ranks] == [0, 1] and all(r["size"] == 2 for r in ranks)
+        epochs = len(ranks[0]["epoch_ids"])
+        assert epochs >= 1 and len(ranks[1]["epoch_ids"]) == epochs
+        for e in range(epochs):
+            a, b = set(ranks[0]["epoch_ids"][e]), set(ranks[1]["epoch_ids"][e])
+            assert not a & b, f"{audit}: epoch {e}: ranks share rows"
+            assert sorted(a | b) == all_ids.tolist(), f"{audit}: epoch {e}: rows missing"
+            assert ranks[0]["epoch_rows"][e] + ranks[1]["epoch_rows"][e] == len(all_ids)
+
+
+def test_completed_trials_saved_their_best_model(server_sweep):
+    import tf_keras
+
+    from hpo import _env
+
+    _env.apply()  # TF_USE_LEGACY_KERAS before TensorFlow loads
+
+    summary = server_sweep["summary"]
+    completed = {t["trial_id"] for t in summary["trials"] if t["status"] == "completed"}
+    by_id = {t["trial_id"]: t for t in summary["trials"]}
+    models = [Path(by_id[i]["checkpoint"]) / "model.keras" for i in completed]
+    assert len(models) >= 1 and all(m.is_file() for m in models)
+    model = tf_keras.models.load_model(models[0])
+    probabilities = model.predict(np.zeros((3, 64), dtype=np.float32), verbose=0)
+    assert probabilities.shape == (3, 10) and np.allclose(probabilities.sum(axis=1), 1, atol=1e-4)
+
+
+def test_report_and_status_read_the_summary(server_sweep):
+    work = server_sweep["work"]
+    proc = subprocess.run(
+        [HPO, "status", "srv", "--storage", str(work / "runs")], cwd=work, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0 and proc.stdout.startswith("srv: 6 trials (")
 
 
 def test_unreachable_server_is_one_line_exit_2_and_nothing_starts(tmp_path):
@@ -385,7 +469,7 @@ def test_browser_shows_the_parent_run_with_its_nested_trial_runs(server_sweep, s
     runs_url = f"{server.url}/#/experiments/{experiment}/runs"
     dump = chromium(runs_url, "--dump-dom", profile=tmp_path / "profile")
     text = page_text(dump.stdout)
-    assert "Training runs" in text and " srv " in text and "4 matching runs" in text, text[:2000]
+    assert "Training runs" in text and " srv " in text and "7 matching runs" in text, text[:2000]
 
     shot = tmp_path / "parent_run.png"
     taken = chromium(url, f"--screenshot={shot}", profile=tmp_path / "profile")

@@ -112,3 +112,24 @@ def test_warm_pool_hands_back_a_live_group_of_the_same_shape_once():
     pool.keep(group)
     pool.forget(group)
     assert pool.take((2, 1.0, 0.0)) is None
+
+
+def test_hosted_channel_calls_the_named_method_of_its_own_channel():
+    from hpo.trial.simulated import HostedChannel, SimulatorHost
+
+    class Direct:  # stands for the actor handle: .call.remote runs the host's method at once
+        def __init__(self, host):
+            self.call = type("M", (), {"remote": staticmethod(host.call)})
+
+    host = SimulatorHost()
+    a, b = HostedChannel(Direct(host), "a"), HostedChannel(Direct(host), "b")
+    a.put.remote("epoch 1")
+    b.request_stop.remote()
+    assert a.drain.remote() == ["epoch 1"] and a.drain.remote() == []
+    assert b.should_stop.remote() and not a.should_stop.remote()
+    b.reset.remote()
+    assert not b.should_stop.remote()
+    host.close("a")
+    assert set(host.channels) == {"b"}
+    with pytest.raises(AttributeError):
+        a._private  # noqa: B018
