@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml requirements/stack.txt requirements/dev.txt patches/hor
 	touch $(STAMP)
 
 demo: install
-	$(BIN)/hpo tune search_spaces/digits_mlp.yaml
+	$(BIN)/hpo tune search_spaces/digits_mlp.yaml --overwrite
 
 test: install
 	$(BIN)/python -m pytest -q --durations=25

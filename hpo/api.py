@@ -56,6 +56,7 @@ def tune(
     warm_start: str | None = None,
     warm_start_k: int = 5,
     warm_start_mode: str = "prior",
+    overwrite: bool = False,
     options: RunOptions | None = None,
 ) -> TuneResult:
     """Runs a sweep and returns its result.
@@ -67,14 +68,16 @@ def tune(
         storage: Directory holding sweeps (``STORAGE/NAME/summary.json``).
         mlflow_uri: Overrides ``tracking.mlflow_uri``.
         address: Ray address (``auto``, ``ray://host:10001``); default starts a local Ray.
-        resume: Continue an interrupted sweep of the same name.
+        resume: Continue an interrupted sweep of the same name (a finished one is returned as it is).
         console: A ``rich`` console for progress lines; None keeps quiet.
         warm_start: A previous sweep (name in ``storage`` or a ``summary.json`` path) whose best
             configurations seed this sweep's study.
         warm_start_k: How many of them.
         warm_start_mode: ``prior`` (their results are told to the searcher) or ``reevaluate`` (they are
             trained again first).
-        options: All run options at once (a :class:`RunOptions`); replaces storage … warm_start_mode.
+        overwrite: Start the sweep again if its name already ran in ``storage`` (drops its Optuna study);
+            without it (or ``resume``) a used name is an error.
+        options: All run options at once (a :class:`RunOptions`); replaces storage … overwrite.
 
     Returns:
         The sweep's :class:`TuneResult`.
@@ -84,7 +87,8 @@ def tune(
             ``data.partitions``, which :func:`tune_partitions` runs.
     """
     options = options or RunOptions(
-        Path(storage), address, resume, console, WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode)
+        Path(storage), address, resume, console, WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode),
+        overwrite=overwrite,
     )
     return run(sweep, options, overrides=_overrides(num_samples, name, mlflow_uri))
 

@@ -75,6 +75,7 @@ class RunOptions:
         resume: Continue an interrupted sweep of the same name.
         console: A ``rich`` console for progress lines; None keeps quiet.
         warm_start: Seed the study from a previous sweep; None: a fresh study.
+        overwrite: Start a sweep again under a name that already ran (its Optuna study is dropped).
     """
 
     storage: Path = Path(DEFAULT_STORAGE)
@@ -82,9 +83,12 @@ class RunOptions:
     resume: bool = False
     console: Any = None
     warm_start: WarmStart | None = None
+    overwrite: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "storage", Path(self.storage).expanduser().resolve())
+        if self.resume and self.overwrite:
+            raise ConfigError("--resume: cannot be combined with --overwrite; pass one of them")
 
     def sweep_dir(self, name: str) -> Path:
         """``STORAGE/NAME``: where sweep ``name`` keeps its state and results."""

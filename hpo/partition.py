@@ -26,6 +26,7 @@ from hpo.errors import ConfigError
 from hpo.options import RunOptions
 from hpo.preflight import preflight
 from hpo.ray_session import start_ray, stop_ray
+from hpo.rerun import check_rerun
 from hpo.summary import TuneResult
 from hpo.sweep import run_sweep
 
@@ -165,13 +166,14 @@ def run_partitions(parts: list[tuple[str, SweepConfig]], options: RunOptions, *,
         Partition name → its result, in the order run.
 
     Raises:
-        ConfigError: If any partition fails its checks (before anything runs).
+        ConfigError: If any partition fails its checks, its name included (before anything runs).
     """
     from hpo.search import previous_best
 
     checked = []
     for label, config in parts:
         where = f"{source} (partition {label})"
+        check_rerun(config.name, options, where)
         warm = options.warm_start.for_partition(label) if options.warm_start else None
         if warm:
             previous_best(warm.summary_path(options.storage), config, warm.k)  # raises if unusable

@@ -16,7 +16,7 @@ from hpo.config import SweepConfig
 from hpo.errors import ConfigError
 from hpo.objective import best_value, configuration_key, reaches_goal, repeats_reach_goal
 from hpo.options import summary_path
-from hpo.trial.protocol import REPEAT_KEY, TrialRow, epochs_of, trial_status
+from hpo.trial.protocol import REPEAT_KEY, SCORED_STATUSES, TrialRow, epochs_of, trial_status
 
 
 @dataclass
@@ -93,8 +93,8 @@ def trial_rows(results: Any, config: SweepConfig, run_ids: dict[str, str]) -> li
 
 
 def best_row(rows: list[TrialRow], mode: str) -> TrialRow | None:
-    """The trial with the best metric (None if no trial has one)."""
-    scored = [r for r in rows if r.metric is not None]
+    """The completed or stopped-early trial with the best metric (None if none has one; never a diverged one)."""
+    scored = [r for r in rows if r.metric is not None and r.status in SCORED_STATUSES]
     if not scored:
         return None
     pick = max if mode == "max" else min
@@ -113,7 +113,7 @@ def goal_status(config: SweepConfig, rows: list[TrialRow]) -> dict[str, Any]:
     if goal is None:
         return {"value": None, "reached": False, "trial_id": None}
     if repeats == 1:
-        hit = [r.trial_id for r in rows if reaches_goal(r.metric, goal, mode)]
+        hit = [r.trial_id for r in rows if r.status in SCORED_STATUSES and reaches_goal(r.metric, goal, mode)]
         return {"value": goal, "reached": bool(hit), "trial_id": hit[0] if hit else None}
     groups: dict[str, list[TrialRow]] = {}
     for row in sorted(rows, key=lambda r: r.trial_id):
@@ -121,7 +121,8 @@ def goal_status(config: SweepConfig, rows: list[TrialRow]) -> dict[str, Any]:
     reaching = []
     for group in groups.values():
         for i in range(0, len(group) - repeats + 1, repeats):  # the same configuration drawn again: a new group
-            if repeats_reach_goal([r.metric for r in group[i : i + repeats]], goal, mode):
+            scored = [r.metric if r.status in SCORED_STATUSES else None for r in group[i : i + repeats]]
+            if repeats_reach_goal(scored, goal, mode):
                 reaching.append([r.trial_id for r in group[i : i + repeats]])
     first = min(reaching, default=None)
     return {"value": goal, "reached": first is not None, "trial_id": first[0] if first else None,

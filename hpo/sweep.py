@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 from hpo import compat
@@ -11,6 +13,7 @@ from hpo.errors import ConfigError, SweepAborted
 from hpo.options import RunOptions, summary_path
 from hpo.preflight import check_fits_cluster, preflight
 from hpo.ray_session import start_ray, stop_ray
+from hpo.rerun import prepare_rerun
 from hpo.summary import TuneResult, best_row, build_summary, failure_line, goal_status, trial_rows, write_summary
 from hpo.trial.spec import TrialSpec
 
@@ -36,6 +39,9 @@ def run_sweep(
     """
     from hpo.tracking.sweep_tracker import MlflowTracker
 
+    finished = prepare_rerun(config.name, options, source)
+    if finished is not None:
+        return _report_finished(finished, options)
     spec = spec or preflight(config, options.storage, source)
     warm_points = _warm_points(config, options, source)
     started_ray = start_ray(options.address)
@@ -71,6 +77,14 @@ def run_sweep(
     path = summary_path(options.storage, config.name)
     write_summary(path, summary)
     stop_ray(started_ray)
+    return TuneResult.from_summary(summary, path)
+
+
+def _report_finished(path: Path, options: RunOptions) -> TuneResult:
+    """The result of a finished sweep asked to resume: read from its summary; nothing runs or is logged."""
+    summary = json.loads(path.read_text())
+    if options.console is not None:
+        options.console.print(f"sweep '{summary['name']}' finished already; nothing to resume", highlight=False)
     return TuneResult.from_summary(summary, path)
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 
 from hpo.cli.errors import one_line_errors
+from hpo.errors import ConfigError
 
 app = typer.Typer(help="Write and check Parquet datasets for hpo.", no_args_is_help=True)
 console = Console(soft_wrap=True)
@@ -29,8 +31,23 @@ def convert(
         Optional[str], typer.Option(help="One dataset per value of this column: DEST/COL=VALUE.")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the train/validation split.")] = 0,
+    overwrite: Annotated[
+        bool, typer.Option(help="Replace DEST if it holds an hpo dataset (never files hpo did not write).")
+    ] = False,
+    task: Annotated[
+        str, typer.Option(help="classification, regression or auto (non-negative integer labels: classes).")
+    ] = "auto",
+    drop_nonnumeric: Annotated[
+        bool, typer.Option(help="Leave text columns out of the features (each is named) instead of failing.")
+    ] = False,
+    encode_labels: Annotated[
+        bool, typer.Option(help="Number the distinct labels 0..k-1 (text or numbers; kept in DEST/_hpo_dataset.json).")
+    ] = False,
 ) -> None:
-    """Write a table or arrays as hpo datasets (list<float32> features + shape, label, row_id; even row groups)."""
+    """Write a table or arrays as hpo datasets (list<float32> features + shape, label, row_id; even row groups).
+
+    DEST must be new or empty; it is written beside DEST and renamed into place at the end.
+    """
     from hpo.data import as_url
     from hpo.data import convert as run
 
@@ -42,6 +59,11 @@ def convert(
         validation_fraction=validation_fraction,
         split_by=split_by,
         seed=seed,
+        overwrite=overwrite,
+        task=_task(task, src),
+        drop_nonnumeric=drop_nonnumeric,
+        encode_labels=encode_labels,
+        warn=lambda line: print(f"warning: {line}", file=sys.stderr),
     )
     for info in infos:
         console.print(
@@ -51,6 +73,13 @@ def convert(
             + (f", {info.num_classes} classes" if info.num_classes else ""),
             highlight=False,
         )
+
+
+def _task(task: str, src: Path) -> Any:
+    """``--task``, checked."""
+    if task not in ("auto", "classification", "regression"):
+        raise ConfigError(f"{src}: --task: '{task}' is not one of auto, classification, regression; pick one")
+    return task
 
 
 @app.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -43,6 +44,9 @@ def tune(
     storage: Storage = Path(DEFAULT_STORAGE),
     mlflow_uri: Annotated[Optional[str], typer.Option(help="Override tracking.mlflow_uri.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue an interrupted sweep of this name.")] = False,
+    overwrite: Annotated[
+        bool, typer.Option(help="Start a sweep again under a name that already ran (drops its Optuna study).")
+    ] = False,
     warm_start: Annotated[
         Optional[str], typer.Option(help="Seed the study with a previous sweep's best configs (name or summary.json).")
     ] = None,
@@ -70,7 +74,7 @@ def tune(
     if partition_by and partition:
         raise ConfigError(f"{file}: --partition-by: cannot be combined with --partition; use one of them")
     warm = WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode)
-    options = RunOptions(storage, address, resume, console, warm)
+    options = RunOptions(storage, address, resume, console, warm, overwrite=overwrite)
     overrides = _overrides(num_samples, name, mlflow_uri)
     if partition_by or partition or _lists_partitions(file):
         from hpo.partition import named_urls
@@ -80,14 +84,12 @@ def tune(
         for part in results.values():
             _print_summary(part.summary)
             console.print(f"summary: {part.summary_path}", highlight=False)
-        if any(part.best_metric is None for part in results.values()):
-            raise typer.Exit(1)
+        _exit_without_best([part.summary for part in results.values()])
         return
     result = run(file, options, overrides)
     _print_summary(result.summary)
     console.print(f"summary: {result.summary_path}", highlight=False)
-    if result.best_metric is None:
-        raise typer.Exit(1)
+    _exit_without_best([result.summary])
 
 
 def _lists_partitions(file: Path) -> bool:
@@ -127,6 +129,25 @@ def validate(
         )
 
 
+def _no_best(summary: dict) -> str:
+    """Why a sweep has no best trial, e.g. ``every trial diverged or failed (3 diverged, 1 failed)``."""
+    counts: dict[str, int] = {}
+    for row in summary["trials"]:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    listed = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    if summary["trials"] and set(counts) <= {"diverged", "failed"}:
+        return f"every trial diverged or failed: {listed}"
+    return f"no trial reported the objective: {listed or 'no trials'}"
+
+
+def _exit_without_best(summaries: list[dict]) -> None:
+    """Exits 1 with one line on stderr if a sweep has no best trial."""
+    for summary in summaries:
+        if not summary.get("best"):
+            print(f"error: sweep '{summary['name']}': {_no_best(summary)}", file=sys.stderr)
+            raise typer.Exit(1)
+
+
 def _print_summary(summary: dict) -> None:
     metric = summary["objective"]["metric"]
     table = Table(title=f"sweep {summary['name']}")
@@ -147,7 +168,7 @@ def _print_summary(summary: dict) -> None:
             f"best: {best['trial_id']} {metric}={best['metric']:.4f} params={best['params']}", highlight=False
         )
     else:
-        console.print("best: none (no trial reported the objective)", highlight=False)
+        console.print(f"best: none ({_no_best(summary)})", highlight=False)
     mlflow = summary["mlflow"]
     console.print(
         f"mlflow: {mlflow['uri']} experiment {mlflow['experiment_id']} parent run {mlflow['parent_run_id']}",

@@ -12,6 +12,7 @@ import json
 import math
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -107,7 +108,8 @@ def write_dataset(
             kept); a mapping of arrays such as ``np.load("x.npz")`` (``label`` and ``features_column`` or
             a single other array); a ``(features, labels)`` tuple; or a features array with ``labels``.
             Features of shape ``(rows, *shape)`` keep ``shape`` (declared in the dataset's metadata).
-        url: Destination ``file://`` URL (a directory; its Parquet files are replaced).
+        url: Destination ``file://`` URL (a directory; Parquet files hpo wrote there before are replaced, any
+            other Parquet file there is an error).
         labels: Labels, when ``data`` is a bare features array.
         label: Name of the label column (and of the label in a DataFrame or mapping).
         features_column: Name of the features column.
@@ -155,7 +157,14 @@ def write_table(table: pa.Table, url: str, shapes: Mapping[str, tuple[int, ...]]
     table = table.replace_schema_metadata(meta)
     dest = url_to_path(url)
     dest.mkdir(parents=True, exist_ok=True)
-    for old in dest.glob("*.parquet"):
+    old_files = sorted(dest.glob("*.parquet"))
+    foreign = [p.name for p in old_files if not is_hpo_parquet(p)]
+    if foreign:
+        raise ConfigError(
+            f"{url}: (destination): holds Parquet files hpo did not write ({', '.join(foreign[:3])}); "
+            "write the dataset to a new or empty directory"
+        )
+    for old in old_files:  # an earlier version of this dataset, written by hpo
         old.unlink()
     tmp = dest / f".{PART}.tmp"
     with pq.ParquetWriter(tmp, table.schema) as writer:
@@ -164,6 +173,15 @@ def write_table(table: pa.Table, url: str, shapes: Mapping[str, tuple[int, ...]]
             writer.write_table(table.slice(start, size), row_group_size=size)
             start += size
     os.replace(tmp, dest / PART)
+
+
+def is_hpo_parquet(path: Path) -> bool:
+    """True if ``path`` is a Parquet file hpo wrote (its metadata declares a feature shape)."""
+    try:
+        metadata = pq.read_schema(path).metadata or {}
+    except (OSError, ValueError):  # unreadable, or not Parquet (pyarrow's ArrowInvalid is a ValueError)
+        return False
+    return any(key.startswith(SHAPE_KEY.encode()) for key in metadata)
 
 
 def declared_shapes(schema: pa.Schema) -> dict[str, tuple[int, ...]]:

@@ -23,7 +23,7 @@ from hpo.options import WarmStartMode
 from hpo.search.budget import TIME_ATTR
 from hpo.search.space import SearchSpace
 from hpo.search.warmstart import seed_study
-from hpo.trial.protocol import FINISHED_KEY
+from hpo.trial.protocol import DIVERGED_KEY, FINISHED_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +144,10 @@ class DurableOptunaSearch(OptunaSearch):
             compat.optuna_search_told(self).add(trial_id)
 
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
-        """Tells the study how the trial ended: PRUNED if the scheduler stopped it, else as Ray does."""
+        """Tells the study how a trial ended: FAIL if it diverged, PRUNED if the scheduler stopped it, else as Ray."""
+        if result and result.get(DIVERGED_KEY) and trial_id not in compat.optuna_search_told(self):
+            super().on_trial_complete(trial_id, result=None, error=True)  # Ray tells a failed trial FAIL
+            return
         stopped = bool(result) and not error and result.get(FINISHED_KEY) is False
         value = (result or {}).get(self.metric)
         step = (result or {}).get(TIME_ATTR)

@@ -25,10 +25,10 @@ SAMPLE_ROWS = 5
 
 
 def pick_model_trial(rows: list[TrialRow], mode: str) -> tuple[TrialRow, Path] | None:
-    """The best trial whose final checkpoint holds ``model.keras`` (a trial that ran to its end)."""
+    """The best completed trial whose final checkpoint holds ``model.keras`` (never a diverged one)."""
     candidates = []
     for row in rows:
-        if row.metric is None or not row.checkpoint:
+        if row.metric is None or not row.checkpoint or row.status != "completed":
             continue
         path = Path(row.checkpoint) / "model.keras"
         if path.is_file():

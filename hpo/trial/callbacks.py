@@ -3,7 +3,7 @@
 They know nothing of Ray or Horovod: what they need of them comes in as plain callables (rank 0's poll of
 the driver's stop flag, the broadcast that makes every rank agree, the send to the driver, the object
 store's put), which :mod:`hpo.trial.worker` builds. Order matters and is the worker's: Horovod's metric
-averaging, then :class:`ResumableEarlyStopping`, :class:`GoalStop`, :class:`SyncedStop`,
+averaging, then :class:`DivergenceStop`, :class:`ResumableEarlyStopping`, :class:`GoalStop`, :class:`SyncedStop`,
 :class:`Affinity`, and :class:`EpochStream` last, on rank 0 only (it reads the others' decisions).
 
 This module imports tf-keras (Keras 2): import it only where TensorFlow is wanted.
@@ -11,6 +11,7 @@ This module imports tf-keras (Keras 2): import it only where TensorFlow is wante
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,29 @@ from hpo.trial.protocol import EpochCheckpoint, EpochReport, Message, TrialStart
 
 #: Ranks agree on "stop now?" (a tiny broadcast) about this many times per epoch, and at every epoch end.
 STOP_CHECKS_PER_EPOCH = 10
+
+
+class DivergenceStop(keras.callbacks.Callback):
+    """Ends training at the first epoch whose loss, validation loss or objective is NaN or infinite.
+
+    Keras' ``TerminateOnNaN`` rule, checked on the epoch's logs: after Horovod's metric averaging every rank
+    sees the same values (a NaN on one rank is NaN in the mean), so all ranks stop at the same epoch.
+
+    Args:
+        keys: The logs to check; absent ones are skipped.
+    """
+
+    def __init__(self, keys: tuple[str, ...] = ("loss", "val_loss")) -> None:
+        super().__init__()
+        self.keys = keys
+        self.diverged = False
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        """Stops training if a checked value is not finite."""
+        logs = logs or {}
+        if any(key in logs and not math.isfinite(float(logs[key])) for key in self.keys):
+            self.diverged = True
+            self.model.stop_training = True
 
 
 class ResumableEarlyStopping(keras.callbacks.EarlyStopping):
@@ -139,6 +163,7 @@ class EpochStream(keras.callbacks.Callback):
         goal: The trial's goal stop.
         max_epochs: The trial's last epoch.
         clock: Wall-clock time.
+        divergence: The trial's divergence stop (None: not checked).
     """
 
     def __init__(
@@ -149,10 +174,11 @@ class EpochStream(keras.callbacks.Callback):
         goal: GoalStop,
         max_epochs: int,
         clock: Callable[[], float] = time.time,
+        divergence: DivergenceStop | None = None,
     ) -> None:
         super().__init__()
         self.send, self.put, self.early, self.goal = send, put, early, goal
-        self.max_epochs, self.clock = max_epochs, clock
+        self.max_epochs, self.clock, self.divergence = max_epochs, clock, divergence
         self.epoch_start = 0.0
 
     def on_train_begin(self, logs: Any = None) -> None:
@@ -168,6 +194,7 @@ class EpochStream(keras.callbacks.Callback):
         """Sends the epoch's report, with the checkpoint a resumed trial needs."""
         now, early = self.clock(), self.early
         stopping = bool(self.model.stop_training)
+        diverged = self.divergence is not None and self.divergence.diverged
         improved = early.best_epoch == epoch
         checkpoint = EpochCheckpoint(
             state={"epoch": epoch + 1, "early_stopping": early.state()},
@@ -181,8 +208,9 @@ class EpochStream(keras.callbacks.Callback):
                 epoch_time_s=now - self.epoch_start,
                 time=now,
                 last=stopping or epoch + 1 >= self.max_epochs,
-                stopped_by_patience=stopping and early.stopped_epoch > 0,
-                stopped_by_goal=self.goal.reached,
+                stopped_by_patience=stopping and early.stopped_epoch > 0 and not diverged,
+                stopped_by_goal=self.goal.reached and not diverged,
                 checkpoint=checkpoint,
+                diverged=diverged,
             )
         )

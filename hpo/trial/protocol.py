@@ -19,6 +19,8 @@ REPEAT_KEY = "__trial_index__"
 FINISHED_KEY = "trial_finished"
 #: The epoch a result is about (1-based); MLflow's step.
 EPOCH_KEY = "epoch"
+#: Result key: True on the epoch whose loss (or objective) became NaN or infinite; training ended there.
+DIVERGED_KEY = "diverged"
 #: The trial's effective training settings, reported with every epoch; MLflow logs them once, as params.
 EFFECTIVE_KEYS = ("effective_learning_rate", "global_batch_size", "steps_per_epoch", "validation_steps")
 #: Result keys that describe the run, not the model: MLflow does not log them as metrics.
@@ -27,6 +29,7 @@ BOOKKEEPING_KEYS = frozenset(
         *EFFECTIVE_KEYS,
         FINISHED_KEY,
         EPOCH_KEY,
+        DIVERGED_KEY,
         "warm_start",
         "resumed_from_epoch",
         "stopped_by_patience",
@@ -45,7 +48,9 @@ BOOKKEEPING_KEYS = frozenset(
     }
 )
 
-TrialStatus = Literal["completed", "stopped_early", "failed"]
+TrialStatus = Literal["completed", "stopped_early", "diverged", "failed"]
+#: Statuses whose metric counts: a diverged or failed trial is never the best or the registered model.
+SCORED_STATUSES = ("completed", "stopped_early")
 
 
 @dataclass(frozen=True)
@@ -79,10 +84,11 @@ class EpochReport:
         metrics: Keras' epoch logs (``loss``, ``val_accuracy``, ...), as floats.
         epoch_time_s: Seconds the epoch took on rank 0.
         time: Wall-clock time at the end of the epoch.
-        last: True if training ends with this epoch (max_epochs, patience or goal).
+        last: True if training ends with this epoch (max_epochs, patience, goal or divergence).
         stopped_by_patience: EarlyStopping ended training.
         stopped_by_goal: The objective goal was reached at this epoch.
         checkpoint: The epoch's checkpoint.
+        diverged: The loss (or objective) is NaN or infinite at this epoch; training ended.
     """
 
     epoch: int
@@ -93,6 +99,7 @@ class EpochReport:
     stopped_by_patience: bool = False
     stopped_by_goal: bool = False
     checkpoint: EpochCheckpoint = field(default_factory=lambda: EpochCheckpoint({}, None))
+    diverged: bool = False
 
 
 Message = TrialStarted | EpochReport
@@ -128,6 +135,7 @@ def epoch_result(report: EpochReport, context: TrialContext, now: float) -> dict
         {
             FINISHED_KEY: report.last,
             EPOCH_KEY: report.epoch,
+            DIVERGED_KEY: report.diverged,
             "epoch_time_s": report.epoch_time_s,
             "stopped_by_patience": report.stopped_by_patience,
             "stopped_by_goal": report.stopped_by_goal,
@@ -148,15 +156,19 @@ def finished(result: dict[str, Any] | None) -> bool:
 
 
 def trial_status(last_result: dict[str, Any] | None, errored: bool) -> TrialStatus:
-    """How a trial ended: ``failed`` (an error), ``completed`` (its own end) or ``stopped_early`` (scheduler)."""
+    """How a trial ended: ``failed``, ``diverged`` (NaN/inf loss), ``completed`` or ``stopped_early`` (scheduler)."""
     if errored:
         return "failed"
+    if (last_result or {}).get(DIVERGED_KEY):
+        return "diverged"
     return "completed" if finished(last_result) else "stopped_early"
 
 
 def stop_reason(last_result: dict[str, Any] | None) -> str:
-    """Why a trial that did not fail ended: ``goal``, ``early_stopping_patience``, ``max_epochs`` or ``scheduler``."""
+    """Why a trial that did not fail ended: diverged, goal, early_stopping_patience, max_epochs or scheduler."""
     last = last_result or {}
+    if last.get(DIVERGED_KEY):
+        return "diverged"
     if not finished(last):
         return "scheduler"
     if last.get("stopped_by_goal"):
@@ -176,7 +188,7 @@ class TrialRow:
     Attributes:
         trial_id: Tune's trial id.
         params: Its sampled parameters (without the repeat index).
-        status: ``completed``, ``stopped_early`` or ``failed``.
+        status: ``completed``, ``stopped_early``, ``diverged`` or ``failed``.
         epochs: Epochs trained.
         metric: The objective at its best epoch (None if it never reported a finite one).
         stopped_early: ``status == "stopped_early"``.

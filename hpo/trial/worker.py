@@ -113,7 +113,7 @@ class StopPoller:
 def _callbacks(
     spec: TrialSpec, hvd: Any, channel: Any, rank: int, resume: dict | None, steps_per_epoch: int
 ) -> tuple[list[Any], Any]:
-    """Horovod broadcast + metric averaging, resumable EarlyStopping, goal, synced stop, rank 0's stream."""
+    """Horovod broadcast + metric averaging, divergence, resumable EarlyStopping, goal, synced stop, rank 0's stream."""
     import ray
     from horovod.tensorflow import broadcast_object
 
@@ -128,6 +128,7 @@ def _callbacks(
         restore_best_weights=True,
     )
     goal = cb.GoalStop(spec.objective_metric, spec.goal, spec.objective_mode)
+    divergence = cb.DivergenceStop(("loss", "val_loss", spec.objective_metric))
     synced = cb.SyncedStop(
         ask=StopPoller(channel, rank),
         broadcast=lambda value, name: broadcast_object(value, root_rank=0, name=name),
@@ -137,6 +138,7 @@ def _callbacks(
         hvd.callbacks.BroadcastGlobalVariablesCallback(0),
         # Average before EarlyStopping so every rank sees the same value and stops at the same epoch.
         hvd.callbacks.MetricAverageCallback(),
+        divergence,  # every rank sees the same averaged logs: all stop at the same epoch
         early,
         goal,  # after EarlyStopping: this epoch's weights are its best if they reach the goal
         synced,
@@ -145,7 +147,7 @@ def _callbacks(
         callbacks.append(cb.Affinity(lambda: worker_claim(spec.cpus_per_worker, spec.gpus_per_worker).refresh()))
     if rank == 0:  # last: sees EarlyStopping's and the goal's decision for this epoch
         send = lambda message: ray.get(channel.put.remote(message))  # noqa: E731
-        callbacks.append(cb.EpochStream(send, ray.put, early, goal, spec.max_epochs))
+        callbacks.append(cb.EpochStream(send, ray.put, early, goal, spec.max_epochs, divergence=divergence))
     return callbacks, synced
 
 

@@ -277,6 +277,30 @@ def test_report_and_status_read_the_summary(server_sweep):
     assert proc.returncode == 0 and proc.stdout.startswith("srv: 6 trials (")
 
 
+def test_rerun_of_the_finished_sweep_is_refused_and_resume_changes_nothing(server_sweep, client, server):
+    work, summary = server_sweep["work"], server_sweep["summary"]
+    experiment = summary["mlflow"]["experiment_id"]
+    runs_before = sorted(r.info.run_id for r in client.search_runs([experiment]))
+    state_before = {p.name: p.read_bytes() for p in (work / "runs" / "srv").iterdir() if p.is_file()}
+    base = [HPO, "tune", str(server_sweep["sweep_file"]), "--storage", str(work / "runs"), "--mlflow-uri", server.url]
+
+    again = subprocess.run(base, cwd=work, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1, again.stderr
+    assert "name: sweep 'srv' finished in" in again.stderr and "--resume" in again.stderr
+    resumed = subprocess.run([*base, "--resume"], cwd=work, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "sweep 'srv' finished already; nothing to resume" in resumed.stdout
+    assert f"best: {summary['best']['trial_id']}" in resumed.stdout
+    nothing = subprocess.run([*base, "--resume", "--name", "never-ran"], cwd=work, capture_output=True, text=True,
+                             timeout=300)
+    assert nothing.returncode == 2 and "--resume: there is no sweep 'never-ran'" in nothing.stderr
+
+    # MLflow and the sweep's files are as they were: no run, no model version, no byte changed.
+    assert sorted(r.info.run_id for r in client.search_runs([experiment])) == runs_before
+    assert [v.version for v in client.search_model_versions("name='srv'")] == ["1"]
+    assert {p.name: p.read_bytes() for p in (work / "runs" / "srv").iterdir() if p.is_file()} == state_before
+
+
 def test_unreachable_server_is_one_line_exit_2_and_nothing_starts(tmp_path):
     sweep_file = tmp_path / "s.yaml"
     sweep_file.write_text(yaml.safe_dump(tiny_sweep("down"), sort_keys=False))

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 import tf_keras as keras
 
-from hpo.trial.callbacks import Affinity, EpochStream, GoalStop, ResumableEarlyStopping, SyncedStop
+from hpo.trial.callbacks import (
+    Affinity,
+    DivergenceStop,
+    EpochStream,
+    GoalStop,
+    ResumableEarlyStopping,
+    SyncedStop,
+)
 from hpo.trial.protocol import EpochReport, TrialStarted
 
 X = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
@@ -131,3 +138,27 @@ def test_epoch_stream_marks_a_goal_stop():
     reports = stream([0.1, 0.9, 0.95], goal=0.8)[1:]
     assert [r.epoch for r in reports] == [1, 2]
     assert reports[-1].last and reports[-1].stopped_by_goal and not reports[-1].stopped_by_patience
+
+
+def test_divergence_stop_ends_at_the_first_nan_or_inf_loss_and_the_stream_marks_it():
+    for bad in (float("nan"), float("inf")):
+        rule, goal_stop, divergence, sent = early(), GoalStop("m", None, "max"), DivergenceStop(("loss", "m")), []
+        channel = EpochStream(sent.append, put=lambda w: w, early=rule, goal=goal_stop, max_epochs=6,
+                              divergence=divergence)
+        _, ran = fit([divergence, rule, goal_stop, channel], values=[0.1, 0.2, bad, 0.4, 0.5, 0.6])
+        reports = sent[1:]
+        assert ran == 3 and divergence.diverged
+        assert [r.diverged for r in reports] == [False, False, True] and reports[-1].last
+        assert not reports[-1].stopped_by_patience and not reports[-1].stopped_by_goal
+
+
+def test_divergence_stop_sees_a_real_nan_loss_and_leaves_finite_runs_alone():
+    divergence = DivergenceStop()
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.layers.Dense(1, input_shape=(4,))])
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=1e12), loss="mse")  # blows up at once
+    history = model.fit(X, Y, epochs=5, batch_size=4, verbose=0, callbacks=[divergence])
+    assert divergence.diverged and len(history.epoch) < 5
+    calm = DivergenceStop()
+    _, ran = fit([calm], epochs=3)
+    assert ran == 3 and not calm.diverged

@@ -34,7 +34,9 @@ def test_convert_round_trip(tmp_path, fmt):
     src = tmp_path / f"src.{fmt}"
     df.to_csv(src, index=False) if fmt == "csv" else df.to_parquet(src)
     url = path_to_url(tmp_path / "ds")
-    [info] = convert(src, url, label="y")
+    warned = []
+    [info] = convert(src, url, label="y", drop_nonnumeric=True, warn=warned.append)
+    assert warned == [f"{src}: name: text column left out of the features (--drop-nonnumeric)"]
     assert info.num_rows == 101 and info.feature_dim == 3 and info.num_classes == 3 and info.has_row_id
     # Shard-friendly: 24 row groups of 4 or 5 rows, so 1, 2, 3, 4, 6 or 8 workers get even shards.
     assert len(info.row_group_rows) == 24 and set(info.row_group_rows) == {4, 5}
@@ -52,7 +54,7 @@ def test_convert_regression_labels(tmp_path):
     df = frame().assign(y=lambda d: d["a"] * 2.0)
     src = tmp_path / "r.csv"
     df.to_csv(src, index=False)
-    [info] = convert(src, path_to_url(tmp_path / "r"), label="y")
+    [info] = convert(src, path_to_url(tmp_path / "r"), label="y", drop_nonnumeric=True)
     assert info.num_classes is None and info.feature_dim == 3
 
 
@@ -69,7 +71,7 @@ def test_describe_rejects_missing_path_and_columns(tmp_path):
     src = tmp_path / "src.csv"
     frame().to_csv(src, index=False)
     url = path_to_url(tmp_path / "ds")
-    convert(src, url, label="y")
+    convert(src, url, label="y", drop_nonnumeric=True)
     with pytest.raises(ConfigError, match=r"data.label: column 'label' not found \(columns: row_id, features, y\)"):
         describe(url, label="label")
 
@@ -171,7 +173,8 @@ def test_tf_dataset_prefetches_a_fixed_buffer_without_autotuning(tmp_path):
 
 
 _MMAP_PROBE = """
-import resource, sys
+import ctypes, resource, sys
+ctypes.CDLL(None).prctl(41, 1, 0, 0, 0)  # PR_SET_THP_DISABLE: count 4 KiB faults, not the odd huge page
 import numpy as np
 import hpo._env; hpo._env.apply()
 import tensorflow as tf

@@ -37,7 +37,7 @@ LAYERS = [
     {"cli"},
     {"api", "partition"},
     {"sweep"},
-    {"preflight", "summary", "ray_session", "progress"},
+    {"preflight", "summary", "ray_session", "progress", "rerun"},
     {"search", "trial", "tracking", "cluster"},
     {"data", "models", "compat"},
     {"config", "objective", "options", "errors", "_env", "trial.protocol"},
