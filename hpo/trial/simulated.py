@@ -226,6 +226,9 @@ def simulator_host() -> Any:
         get_if_exists=True,
         num_cpus=0,
         max_concurrency=1000,
+        # Not in the placement group of the trial that happens to start it (Tune's groups capture child
+        # actors): the host would die with that trial's group, and every other trial with it.
+        scheduling_strategy="DEFAULT",
     )
     return actor.remote()
 

@@ -224,3 +224,15 @@ def test_paused_trials_keep_every_epoch_of_their_history(ray_session, tmp_path, 
             assert len(pd.read_csv(trial_dir / "progress.csv")) == trial["epochs"]
             resumed += [r["resumed_from_epoch"] for r in history if r["resumed_from_epoch"]]
     assert resumed  # some trial was paused and started again
+
+
+def test_the_simulator_host_belongs_to_no_trials_placement_group(ray_session, tmp_path, monkeypatch):
+    """The host is started by some trial; in that trial's placement group it would die when the trial ends."""
+    import ray
+
+    from hpo.trial.simulated import HOST_NAME, HOST_NAMESPACE
+
+    monkeypatch.chdir(tmp_path)
+    hpo.tune(tiny("host", "random", "fifo", num_samples=2), storage=tmp_path / "runs")
+    host = ray.get_actor(HOST_NAME, namespace=HOST_NAMESPACE)
+    assert ray.get(host.run.remote(lambda: ray.util.get_current_placement_group(), []), timeout=30) is None
