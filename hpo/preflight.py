@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 from hpo.config import SweepConfig
@@ -37,8 +38,32 @@ def preflight(config: SweepConfig, storage: Path, source: str) -> TrialSpec:
             "run '.venv/bin/pip install torch==2.13.0' or use optuna-tpe"
         )
     train, validation = resolve_data(config, storage, source)
+    _check_batch_and_cache(config, train, source)
     resolve_model(config.model, source)
     return TrialSpec.from_config(config, train, validation)
+
+
+def _check_batch_and_cache(config: SweepConfig, train: DatasetInfo, source: str) -> None:
+    """A step's rows fit in the training set; the cache directory can be written."""
+    trial = config.trial
+    batch = config.space.get("batch_size_per_worker")
+    largest = int(batch.high if batch is not None and batch.high is not None else trial.batch_size_per_worker)
+    if largest * trial.workers > train.num_rows:
+        key = "space.batch_size_per_worker" if batch is not None else "trial.batch_size_per_worker"
+        raise ConfigError(
+            f"{source}: {key}: {largest} rows × {trial.workers} workers a step is more than the "
+            f"{train.num_rows} training rows; lower it"
+        )
+    cache = config.data.cache
+    if cache.enabled and cache.dir:
+        existing = Path(cache.dir).expanduser().absolute()
+        while not existing.exists():
+            existing = existing.parent
+        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            raise ConfigError(
+                f"{source}: data.cache.dir: {cache.dir} cannot be written ({existing} is not a writable "
+                "directory); pick a writable directory or remove dir"
+            )
 
 
 def check_fits_cluster(spec: TrialSpec, source: str, local: bool) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hpo.config import SweepConfig
+from hpo.config.tracking_uri import masked
 from hpo.errors import ConfigError
 from hpo.objective import best_value, configuration_key, reaches_goal, repeats_reach_goal
 from hpo.options import summary_path
@@ -203,7 +204,7 @@ def sync_sweep(storage: Path, name: str) -> tuple[int, int]:
     problem = health(info["uri"]) if is_server(info["uri"]) else None
     if problem is not None:
         raise ConfigError(
-            f"{path}: mlflow.uri: MLflow server {info['uri']} is unreachable ({problem}); "
+            f"{path}: mlflow.uri: MLflow server {masked(info['uri'])} is unreachable ({problem}); "
             "start it again, then rerun 'hpo sync'"
         )
     outbox = Outbox(info["uri"], spool, info["parent_run_id"], info["experiment_id"])

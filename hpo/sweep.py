@@ -9,6 +9,7 @@ from typing import Any
 
 from hpo import compat
 from hpo.config import SweepConfig
+from hpo.config.tracking_uri import masked
 from hpo.errors import ConfigError, SweepAborted
 from hpo.options import RunOptions, summary_path
 from hpo.preflight import check_fits_cluster, preflight
@@ -70,8 +71,8 @@ def run_sweep(
     pending = tracker.finish(rows, best_row(rows, config.objective.mode), goal, summary)
     if pending and options.console is not None:
         options.console.print(
-            f"mlflow: {pending} writes could not be sent to {tracker.uri}; kept in {tracker.outbox.spool_path}; "
-            f"run 'hpo sync {config.name}' when the server is back",
+            f"mlflow: {pending} writes could not be sent to {masked(tracker.uri)}; kept in "
+            f"{tracker.outbox.spool_path}; run 'hpo sync {config.name}' when the server is back",
             highlight=False,
         )
     path = summary_path(options.storage, config.name)

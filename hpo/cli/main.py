@@ -15,6 +15,7 @@ from hpo.cli.data import app as data_app
 from hpo.cli.errors import one_line_errors
 from hpo.cli.sync import sync
 from hpo.cli.ui import ui
+from hpo.config.tracking_uri import masked
 from hpo.errors import ConfigError
 from hpo.options import DEFAULT_STORAGE
 from hpo.summary import read_summary
@@ -171,7 +172,7 @@ def _print_summary(summary: dict) -> None:
         console.print(f"best: none ({_no_best(summary)})", highlight=False)
     mlflow = summary["mlflow"]
     console.print(
-        f"mlflow: {mlflow['uri']} experiment {mlflow['experiment_id']} parent run {mlflow['parent_run_id']}",
+        f"mlflow: {masked(mlflow['uri'])} experiment {mlflow['experiment_id']} parent run {mlflow['parent_run_id']}",
         highlight=False,
     )
 

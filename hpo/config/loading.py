@@ -5,6 +5,7 @@ Validation errors become :class:`~hpo.errors.ConfigError` messages of the form `
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,9 @@ def _format(source: str, err: dict[str, Any]) -> str:
         return f"{source}: {key}: {err['input']!r} is out of range ({err['msg'].lower()}); change it"
     if kind == "too_short":
         return f"{source}: {key}: must not be empty; add at least one entry"
-    return f"{source}: {key}: {err['msg'].lower()} (got {err.get('input')!r}); fix the value"
+    shown = repr(err.get("input"))
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return f"{source}: {key}: {err['msg'].lower()} (got {shown}); fix the value"
 
 
 def parse_sweep(data: Any, source: str = "<sweep>") -> SweepConfig:
@@ -67,6 +70,29 @@ def parse_sweep(data: Any, source: str = "<sweep>") -> SweepConfig:
         raise ConfigError(_format(source, exc.errors()[0])) from None
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping in a YAML file names the same key twice."""
+
+    def __init__(self, key: Any, line: int) -> None:
+        super().__init__(f"duplicate key {key!r} at line {line}")
+        self.key, self.line = key, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, except that a key given twice in one mapping is an error, not "the last wins"."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):
+                continue  # the base loader reports an unhashable key itself
+            if key in seen:
+                raise DuplicateKeyError(key, key_node.start_mark.line + 1)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: str | Path) -> Any:
     """Reads a YAML file (sweep or cluster file): the one place hpo parses YAML.
 
@@ -78,7 +104,10 @@ def read_yaml(path: str | Path) -> Any:
     if not path.is_file():
         raise ConfigError(f"{source}: (file): no such file; check the path")
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
+    except DuplicateKeyError as exc:
+        raise ConfigError(f"{source}: line {exc.line}: key '{exc.key}' appears twice in one mapping (the last would "
+                          "win silently); keep one") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "(file)"

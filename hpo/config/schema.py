@@ -6,6 +6,7 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
+from hpo.config.keras_names import OPTIMIZERS, unknown
 from hpo.config.sections import (
     NAME,
     DataConfig,
@@ -26,7 +27,7 @@ _MODEL_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 class SweepConfig(FrozenModel):
     """A whole sweep, as written in a sweep file (see the README and docs/)."""
 
-    name: str
+    name: str = Field(max_length=100)
     model: str
     data: DataConfig
     objective: ObjectiveConfig = ObjectiveConfig()
@@ -61,6 +62,7 @@ class SweepConfig(FrozenModel):
             )
         check_conditions(self.space, self.search.algorithm)
         _check_metric(self)
+        _check_epochs_and_optimizers(self)
         return self
 
     @property
@@ -133,3 +135,19 @@ def _check_metric(config: SweepConfig) -> None:
             f"'{metric}' is not logged by the trial (known: "
             f"{', '.join(sorted('val_' + k for k in known))}); pick one or add it to trial.metrics",
         )
+
+
+def _check_epochs_and_optimizers(config: SweepConfig) -> None:
+    if config.scheduler.type in ("asha", "hyperband") and config.scheduler.grace_period > config.trial.max_epochs:
+        raise KeyedError(
+            "scheduler.grace_period",
+            f"{config.scheduler.grace_period} is more than trial.max_epochs ({config.trial.max_epochs}): no trial "
+            "could be stopped early; lower it",
+        )
+    spec = config.space.get("optimizer")
+    if spec is not None:
+        bad = unknown([str(v) for v in (spec.choices or spec.values or [])], OPTIMIZERS)
+        if bad is not None:
+            raise KeyedError(
+                "space.optimizer", f"'{bad}' is not a Keras optimizer; use some of {', '.join(sorted(OPTIMIZERS))}"
+            )

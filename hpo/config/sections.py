@@ -10,6 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hpo.config.keras_names import LOSSES, METRICS, OPTIMIZERS, unknown
+from hpo.config.tracking_uri import check_tracking_uri
+
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _URL_SCHEMES = ("file://", "s3://", "gs://", "gcs://", "hdfs://", "builtin:")
 
@@ -27,11 +30,10 @@ def default_metrics(task: str) -> list[str]:
     return ["accuracy"] if task == "classification" else ["mae"]
 
 
-
 class FrozenModel(BaseModel):
     """Base of every sweep-file model: frozen, unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class CacheConfig(FrozenModel):
@@ -128,6 +130,9 @@ class DataConfig(FrozenModel):
         if self.partitions is None:
             if self.train is None:
                 raise KeyedError("data.train", "required key is missing; add it (or list data.partitions)")
+            if self.train.startswith("builtin:") and self.validation is not None:
+                raise KeyedError("data.validation", f"{self.train} makes its own validation split "
+                                 "(validation_fraction); remove data.validation")
             return self
         if not self.partitions:
             raise KeyedError("data.partitions", "must not be empty; map at least one name to a data URL")
@@ -162,9 +167,9 @@ class SearchConfig(FrozenModel):
     algorithm: Literal["optuna-tpe", "optuna-gp", "random", "grid"] = "optuna-tpe"
     num_samples: int = Field(default=8, ge=1)
     max_concurrent: int = Field(default=2, ge=1)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
     repeats: int = Field(default=1, ge=1)
-    time_budget_s: float | None = Field(default=None, gt=0)
+    time_budget_s: float | None = Field(default=None, gt=0, le=366 * 86400)
     #: The most trials the sweep runs (each repeat and warm-start re-evaluation is a trial); None: no cap.
     max_trials: int | None = Field(default=None, ge=1)
     #: Random trials before TPE / GP start modelling (Optuna's ``n_startup_trials``); None: Optuna's 10.
@@ -176,7 +181,7 @@ class SchedulerConfig(FrozenModel):
 
     type: Literal["asha", "hyperband", "median", "fifo"] = "asha"
     grace_period: int = Field(default=1, ge=1)
-    reduction_factor: float = Field(default=2.0, gt=1)
+    reduction_factor: float = Field(default=2.0, gt=1, le=100)
     #: ASHA only: a trial reaching a rung below ``max_epochs`` stops there while fewer than this many trials
     #: reached that rung before it (Optuna's ``bootstrap_count``). 0: Tune's ASHA, where the first trial at a
     #: rung has nothing to be compared with and always continues.
@@ -187,23 +192,23 @@ class EarlyStoppingConfig(FrozenModel):
     """Keras EarlyStopping inside each trial (best weights are restored)."""
 
     patience: int = Field(default=3, ge=0)
-    min_delta: float = Field(default=0.0, ge=0)
+    min_delta: float = Field(default=0.0, ge=0, le=1e6)
 
 
 class TrialConfig(FrozenModel):
     """How one trial runs: workers, resources, epochs, batch and learning-rate rules."""
 
     workers: int = Field(default=2, ge=1)
-    cpus_per_worker: float = Field(default=1.0, gt=0)
-    gpus_per_worker: float = Field(default=0.0, ge=0)
-    max_epochs: int = Field(default=10, ge=1)
-    batch_size_per_worker: int = Field(default=32, ge=1)
+    cpus_per_worker: float = Field(default=1.0, gt=0, le=1024)
+    gpus_per_worker: float = Field(default=0.0, ge=0, le=64)
+    max_epochs: int = Field(default=10, ge=1, le=100_000)
+    batch_size_per_worker: int = Field(default=32, ge=1, le=2**20)
     lr_scaling: Literal["linear", "sqrt", "none"] = "linear"
     early_stopping: EarlyStoppingConfig = EarlyStoppingConfig()
     loss: str | None = None
     metrics: list[str] | None = None
     optimizer: str = "adam"
-    learning_rate: float = Field(default=1e-3, gt=0)
+    learning_rate: float = Field(default=1e-3, gt=0, le=10)
     reference_batch_size: int | None = Field(default=None, ge=1)
     max_failures: int = Field(default=1, ge=0)
     #: CPU workers with whole CPUs claim that many free cores of their node and run only on them.
@@ -213,6 +218,28 @@ class TrialConfig(FrozenModel):
     backend: Literal["horovod", "simulated"] = "horovod"
     #: Seconds one simulated epoch takes (``backend: simulated`` only).
     simulated_epoch_s: float = Field(default=0.1, gt=0, le=60)
+
+    @field_validator("optimizer")
+    @classmethod
+    def _optimizer(cls, value: str) -> str:
+        if unknown([value], OPTIMIZERS) is not None:
+            raise ValueError(f"'{value}' is not a Keras optimizer; use one of {', '.join(sorted(OPTIMIZERS))}")
+        return value
+
+    @field_validator("loss")
+    @classmethod
+    def _loss(cls, value: str | None) -> str | None:
+        if value is not None and unknown([value], LOSSES) is not None:
+            raise ValueError(f"'{value}' is not a Keras loss; use e.g. sparse_categorical_crossentropy or mse")
+        return value
+
+    @field_validator("metrics")
+    @classmethod
+    def _metrics(cls, value: list[str] | None) -> list[str] | None:
+        bad = unknown(value or [], METRICS)
+        if bad is not None:
+            raise ValueError(f"'{bad}' is not a Keras metric; use e.g. accuracy, mae or sparse_categorical_accuracy")
+        return value
 
     @field_validator("gpus_per_worker")
     @classmethod
@@ -226,4 +253,12 @@ class TrackingConfig(FrozenModel):
     """Where results are logged."""
 
     mlflow_uri: str = "sqlite:///mlflow.db"
-    experiment: str | None = None
+    experiment: str | None = Field(default=None, min_length=1, max_length=200)
+
+    @field_validator("mlflow_uri")
+    @classmethod
+    def _uri(cls, value: str) -> str:
+        problem = check_tracking_uri(value)
+        if problem:
+            raise ValueError(problem)
+        return value

@@ -34,8 +34,16 @@ class ParamSpec(FrozenModel):
                 raise ValueError("step and log cannot be combined; drop one of them")
             if self.type == "int" and (self.low != int(self.low) or self.high != int(self.high)):
                 raise ValueError("an int parameter needs whole-number low and high; round them")
+            if self.type == "int" and self.step is not None and self.step != int(self.step):
+                raise ValueError(f"an int parameter needs a whole-number step (got {self.step:g}); round it")
+            if self.step is not None and self.step > self.high - self.low:
+                raise ValueError(f"step ({self.step:g}) is larger than high - low ({self.high - self.low:g}); "
+                                 "lower it or widen the range")
             if self.choices is not None or self.values is not None:
                 raise ValueError(f"a {self.type} parameter takes low/high, not choices/values; remove them")
+        elif self.low is not None or self.high is not None or self.step is not None or self.log:
+            raise ValueError(f"a {self.type} parameter takes {'choices' if self.type == 'categorical' else 'values'}, "
+                             "not low/high/step/log; remove them or use type: float or int")
         elif self.type == "categorical":
             if not self.choices:
                 raise ValueError("a categorical parameter needs a non-empty list under choices; add it")
@@ -52,6 +60,12 @@ def check_conditions(space: dict[str, ParamSpec], algorithm: str) -> None:
     """
     for name, spec in space.items():
         for parent, value in (spec.when or {}).items():
+            if parent == name:
+                raise KeyedError(f"space.{name}.when", "a parameter cannot depend on itself; condition on another one")
+            if _depends_on(space, parent, name):
+                raise KeyedError(
+                    f"space.{name}.when", f"'{parent}' depends on '{name}' in turn (a cycle); remove one condition"
+                )
             other = space.get(parent)
             if other is None or other.type not in ("categorical", "grid"):
                 raise KeyedError(
@@ -69,3 +83,12 @@ def check_conditions(space: dict[str, ParamSpec], algorithm: str) -> None:
                     f"space.{name}.when",
                     "conditional parameters are not supported with grid search; use optuna-tpe or random",
                 )
+
+
+def _depends_on(space: dict[str, ParamSpec], name: str, target: str, seen: frozenset[str] = frozenset()) -> bool:
+    """True if parameter ``name`` is conditional on ``target``, directly or through other conditions."""
+    spec = space.get(name)
+    if spec is None or name in seen:
+        return False
+    parents = set(spec.when or {})
+    return target in parents or any(_depends_on(space, p, target, seen | {name}) for p in parents)

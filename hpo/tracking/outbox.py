@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hpo.config.tracking_uri import masked
 from hpo.tracking.transport import TrackingError, Unreachable, http_settings, is_connection_error
 
 SPOOL_NAME = "mlflow_spool.jsonl"
@@ -185,7 +186,7 @@ class Outbox:
             if attempt + 1 < self.retries:
                 time.sleep(delay)
                 delay *= 2
-        raise Unreachable(f"{self.uri}: {error}")
+        raise Unreachable(f"{masked(self.uri)}: {error}")
 
     def _rejected(self, op: dict[str, Any], exc: Exception) -> None:
         """A write that failed for another reason than the store's reach.

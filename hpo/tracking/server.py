@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from hpo.config.tracking_uri import masked
 from hpo.errors import ConfigError, HpoError
 
 #: Server environment defaults (the user's own values win): quiet, and no GenAI job runner (six
@@ -60,7 +61,7 @@ def check_reachable(uri: str, source: str) -> None:
     problem = health(uri)
     if problem is not None:
         raise ConfigError(
-            f"{source}: tracking.mlflow_uri: MLflow server {uri} is unreachable ({problem}); "
+            f"{source}: tracking.mlflow_uri: MLflow server {masked(uri)} is unreachable ({problem}); "
             "start it (hpo ui --port N, or mlflow server) or use a sqlite:/// URI"
         )
 

@@ -153,6 +153,7 @@ class MlflowTracker:
             trials=len(rows),
             trials_stopped_early=sum(r.stopped_early for r in rows),
             trials_failed=sum(r.status == "failed" for r in rows),
+            trials_diverged=sum(r.status == "diverged" for r in rows),
         )
         now = int(time.time() * 1000)
         tags = {"hpo.best_trial_id": best.trial_id if best else ""}

@@ -10,6 +10,7 @@ import contextlib
 import importlib
 import math
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,12 +64,27 @@ def resolve_model(ref: str, source: str = "model") -> Callable[..., Any]:
             f"{source}: model: cannot import module '{module_name}' ({exc}); "
             "check the name and that it is on PYTHONPATH"
         ) from None
+    except SyntaxError as exc:
+        raise ConfigError(
+            f"{source}: model: {exc.filename}:{exc.lineno}: syntax error ({exc.msg}); fix the model module"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - any error while the user's module runs is theirs to fix
+        raise ConfigError(
+            f"{source}: model: importing '{module_name}' raised {type(exc).__name__}: {exc} at {_origin(exc)}; "
+            "fix the model module"
+        ) from None
     func = getattr(module, func_name, None)
     if not callable(func):
         raise ConfigError(
             f"{source}: model: module '{module_name}' has no function '{func_name}'; check the name after ':'"
         )
     return func
+
+
+def _origin(exc: BaseException) -> str:
+    """``file:line`` of the innermost frame of ``exc`` outside the import machinery."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "importlib" not in f.filename]
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "(unknown)"
 
 
 @contextlib.contextmanager

@@ -34,7 +34,7 @@ def test_python_api_with_user_model_failing_and_diverging_trials(in_tmp):
 
     sweep = yaml.safe_load(SMALL.read_text())
     sweep.update(name="api", model="tests.integration.flaky_model:build")
-    sweep["search"].update(algorithm="grid", seed=3)  # every (fail, nan) pair once
+    sweep["search"].update(algorithm="grid", seed=3, num_samples=4)  # every (fail, nan) pair once
     sweep["scheduler"] = {"type": "fifo"}
     sweep["trial"].update(max_epochs=2, max_failures=0)
     sweep["search"]["max_concurrent"] = 2  # a failed trial's group is not reused: two cold starts overlap

@@ -1,0 +1,164 @@
+"""Malformed sweep files through ``hpo validate``: one line, exit 2, the file and the key named, no traceback.
+
+The cases are generated: every numeric setting with values no sweep can use (infinite, NaN, text, lists,
+mappings, negative), every choice setting with values outside its choices, tracking URIs that cannot
+work, names that cannot be a path, broken search spaces, unknown and repeated keys, YAML that does not
+parse. None of them may be accepted.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, hpo_cli
+
+BASE = yaml.safe_load((ROOT / "search_spaces" / "digits_mlp.yaml").read_text())
+NUMERIC = [
+    "search.num_samples", "search.max_concurrent", "search.seed", "search.repeats", "search.time_budget_s",
+    "search.max_trials", "search.startup_trials", "scheduler.grace_period", "scheduler.reduction_factor",
+    "scheduler.bootstrap_count", "trial.workers", "trial.cpus_per_worker", "trial.gpus_per_worker",
+    "trial.max_epochs", "trial.batch_size_per_worker", "trial.learning_rate", "trial.reference_batch_size",
+    "trial.max_failures", "trial.simulated_epoch_s", "trial.early_stopping.patience",
+    "trial.early_stopping.min_delta", "data.validation_fraction", "data.cache.size_limit_mb",
+]
+NOT_A_NUMBER = [math.inf, -math.inf, math.nan, "inf", "", "abc", [1], {"a": 1}, -5]
+CHOICES = [
+    "search.algorithm", "scheduler.type", "trial.lr_scaling", "trial.backend", "data.task", "objective.mode",
+    "trial.optimizer", "trial.loss",
+]
+NOT_A_CHOICE = ["bogus", "", 5, [1]]
+URIS = ["", "sqlite://", "sqlite:///:memory:", "http://", "https://", "ftp://host/x", "mysql://u:p@h/db",
+        "sqlite:////nonexistent/dir/m.db", "mssql://h/db", "s3://bucket/x"]
+NAMES = ["x" * 300, "", "a b", "../up", "-dash", "a/b", 5, None]
+SPACES = {
+    "int step 0.5": {"units": {"type": "int", "low": 16, "high": 64, "step": 0.5}},
+    "step larger than range": {"units": {"type": "int", "low": 16, "high": 20, "step": 16}},
+    "negative log range": {"lr": {"type": "float", "low": -0.1, "high": 0.1, "log": True}},
+    "zero log low": {"lr": {"type": "float", "low": 0, "high": 0.1, "log": True}},
+    "low above high": {"units": {"type": "int", "low": 64, "high": 16}},
+    "missing high": {"units": {"type": "int", "low": 16}},
+    "fractional int bounds": {"units": {"type": "int", "low": 1.5, "high": 4}},
+    "log and step": {"lr": {"type": "float", "low": 0.001, "high": 0.1, "log": True, "step": 0.01}},
+    "float with choices": {"lr": {"type": "float", "low": 0.001, "high": 0.1, "choices": [1]}},
+    "categorical with low/high": {"act": {"type": "categorical", "choices": ["relu"], "low": 1, "high": 3}},
+    "categorical with log": {"act": {"type": "categorical", "choices": ["relu"], "log": True}},
+    "categorical without choices": {"act": {"type": "categorical"}},
+    "empty choices": {"act": {"type": "categorical", "choices": []}},
+    "unknown type": {"act": {"type": "uniform", "low": 1, "high": 2}},
+    "infinite high": {"lr": {"type": "float", "low": 0.001, "high": math.inf}},
+    "nan low": {"lr": {"type": "float", "low": math.nan, "high": 0.1}},
+    "unknown optimizer choice": {"optimizer": {"type": "categorical", "choices": ["adam", "adamz"]}},
+    "self condition": {"units": {"type": "int", "low": 16, "high": 64, "when": {"units": 16}}},
+    "cyclic condition": {"a": {"type": "categorical", "choices": [1, 2], "when": {"b": 1}},
+                         "b": {"type": "categorical", "choices": [1, 2], "when": {"a": 1}}},
+    "condition on a float": {"lr": {"type": "float", "low": 0.001, "high": 0.1},
+                             "units": {"type": "int", "low": 16, "high": 64, "when": {"lr": 0.01}}},
+    "condition on an absent parameter": {"units": {"type": "int", "low": 16, "high": 64, "when": {"zz": 1}}},
+    "condition value not a choice": {"act": {"type": "categorical", "choices": ["relu"]},
+                                     "units": {"type": "int", "low": 16, "high": 64, "when": {"act": "tanh"}}},
+    "grid without values": {"units": {"type": "grid"}},
+    "grid with empty values": {"units": {"type": "grid", "values": []}},
+    "grid under tpe": {"units": {"type": "grid", "values": [16, 32]}},
+    "empty space": {},
+    "parameter not a mapping": {"units": 5},
+    "negative step": {"units": {"type": "int", "low": 16, "high": 64, "step": -16}},
+    "unknown parameter key": {"units": {"type": "int", "low": 16, "high": 64, "stride": 2}},
+    "unknown keras optimizer in grid": {"optimizer": {"type": "grid", "values": ["sgd", "nope"]}},
+}
+CROSS = {  # settings valid one by one, not together: (dotted key → value), the key the error names
+    "grace above max_epochs": ({"scheduler.grace_period": 50, "trial.max_epochs": 8}, "scheduler.grace_period"),
+    "bootstrap without asha": ({"scheduler.type": "fifo", "scheduler.bootstrap_count": 1}, "scheduler.bootstrap_count"),
+    "startup trials with random": ({"search.algorithm": "random", "search.startup_trials": 3}, "search.startup_trials"),
+    "max_trials not a multiple": ({"search.repeats": 2, "search.max_trials": 3}, "search.max_trials"),
+    "objective not logged": ({"objective.metric": "val_auc"}, "objective.metric"),
+    "unknown metric": ({"trial.metrics": ["accuracyy"]}, "trial.metrics"),
+    "builtin with validation": ({"data.validation": "file:///tmp/v"}, "data.validation"),
+    "train and partitions": ({"data.partitions": {"eu": "file:///tmp/eu"}}, "data.partitions"),
+    "data URL without scheme": ({"data.train": "/tmp/data"}, "data.train"),
+    "fractional gpus over one": ({"trial.gpus_per_worker": 1.5}, "trial.gpus_per_worker"),
+    "grid with repeats": ({"search.algorithm": "grid", "search.repeats": 2}, "search"),
+    "learning rate 1e308": ({"trial.learning_rate": 1e308}, "trial.learning_rate"),
+    "seed 1e308": ({"search.seed": 1e308}, "search.seed"),
+    "empty experiment": ({"tracking.experiment": ""}, "tracking.experiment"),
+    "model without function": ({"model": "hpo.models.mlp"}, "model"),
+    "model of a missing module": ({"model": "no_such_module:build"}, "model"),
+    "model function missing": ({"model": "hpo.models.mlp:nope"}, "model"),
+}
+
+
+def dotted(data: dict, key: str, value) -> dict:
+    data = copy.deepcopy(data)
+    node = data
+    *parents, last = key.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+    return data
+
+
+def cases() -> list[tuple[str, str, str]]:
+    """``(case id, file text, text the error line must name)``."""
+    out = []
+    for key in NUMERIC:
+        for value in NOT_A_NUMBER:
+            out.append((f"{key}={value!r}", yaml.safe_dump(dotted(BASE, key, value)), key))
+    for value in (math.inf, -math.inf, math.nan, "abc", [1]):
+        text = yaml.safe_dump(dotted(BASE, "objective.goal", value))
+        out.append((f"objective.goal={value!r}", text, "objective.goal"))
+    for key in CHOICES:
+        for value in NOT_A_CHOICE:
+            out.append((f"{key}={value!r}", yaml.safe_dump(dotted(BASE, key, value)), key))
+    for uri in URIS:
+        text = yaml.safe_dump(dotted(BASE, "tracking.mlflow_uri", uri))
+        out.append((f"mlflow_uri={uri!r}", text, "tracking.mlflow_uri"))
+    for name in NAMES:
+        out.append((f"name={str(name)[:12]!r}", yaml.safe_dump(dotted(BASE, "name", name)), "name"))
+    for label, space in SPACES.items():
+        out.append((f"space: {label}", yaml.safe_dump(dotted(BASE, "space", space)), "space"))
+    for label, (changes, key) in CROSS.items():
+        data = BASE
+        for k, v in changes.items():
+            data = dotted(data, k, v)
+        out.append((f"cross: {label}", yaml.safe_dump(data), key))
+    for section in ("", "data.", "search.", "scheduler.", "trial.", "tracking.", "objective.", "trial.early_stopping."):
+        out.append((f"unknown key {section}colour", yaml.safe_dump(dotted(BASE, section + "colour", "red")),
+                    section + "colour"))
+    for section in ("name", "model", "search"):
+        text = yaml.safe_dump(BASE, sort_keys=False) + f"{section}: again\n"
+        out.append((f"duplicate {section}", text, f"key '{section}' appears twice"))
+    nested = yaml.safe_dump(BASE, sort_keys=False).replace("  seed: 7\n", "  seed: 7\n  seed: 8\n")
+    out.append(("duplicate nested key", nested, "key 'seed' appears twice"))
+    for label, text in {"tab indent": "name: x\n\tmodel: y\n", "unclosed bracket": "name: [x\n",
+                        "bad mapping": "name: x\n  - y: z\n"}.items():
+        out.append((f"yaml: {label}", text, "line "))
+    for label, text in {"a list": "- name: x\n", "a string": "just text\n", "empty": ""}.items():
+        out.append((f"top level: {label}", text, "(top level)"))
+    for key in ("name", "model", "data", "space"):
+        data = copy.deepcopy(BASE)
+        del data[key]
+        out.append((f"missing {key}", yaml.safe_dump(data), key))
+    return out
+
+
+CASES = cases()
+
+
+def test_at_least_three_hundred_malformed_files():
+    assert len(CASES) >= 300 and len({c[0] for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize(("text", "key"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_malformed_sweep_is_one_line_exit_2_naming_file_and_key(tmp_path: Path, text: str, key: str):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(text)
+    proc = hpo_cli("validate", str(sweep), cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-500:], proc.stderr[-1500:])
+    assert len(lines) == 1 and lines[0].startswith(f"error: {sweep}: "), lines
+    assert key in lines[0] and "Traceback" not in proc.stderr and "; " in lines[0], lines[0]
+    assert "u:p@" not in lines[0]  # credentials in a URI are never echoed
