@@ -101,6 +101,32 @@ def optuna_search_told(searcher: Any) -> set[str]:
     return searcher._completed_trials
 
 
+#: Names of environment variables that hold credentials (matched against the upper-cased name).
+CREDENTIAL_MARKERS = ("SECRET", "TOKEN", "PASSWORD", "ACCESS_KEY", "CREDENTIAL", "AWS_")
+
+
+@contextlib.contextmanager
+def tune_propagates_no_credentials() -> Iterator[None]:
+    """Tune without its copy of the driver's credentials into every trial's ``runtime_env`` (for a block).
+
+    Ray Tune 2.60 (``ray.tune.execution.class_cache.ENV_VARS_TO_PROPAGATE``) copies ``AWS_ACCESS_KEY_ID``,
+    ``AWS_SECRET_ACCESS_KEY`` and the session tokens into the trainable's ``runtime_env``, and Ray writes
+    every ``runtime_env`` in plain text to the session's ``logs/runtime_env_agent.log``. Trials get
+    credentials the way Ray workers do anyway: inherited by a local Ray from the process that started it,
+    from credential files or node roles on a cluster.
+    """
+    from ray.tune.execution import class_cache
+
+    kept = class_cache.ENV_VARS_TO_PROPAGATE
+    class_cache.ENV_VARS_TO_PROPAGATE = {
+        name for name in kept if not any(marker in name.upper() for marker in CREDENTIAL_MARKERS)
+    }
+    try:
+        yield
+    finally:
+        class_cache.ENV_VARS_TO_PROPAGATE = kept
+
+
 # -- MLflow (3.17.2) ---------------------------------------------------------------------------------
 
 

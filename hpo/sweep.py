@@ -60,7 +60,8 @@ def run_sweep(
     )
     tuner = _tuner(config, options, spec, tracker.callback, warm_points, started, resume)
     try:
-        results = tuner.fit()
+        with compat.tune_propagates_no_credentials():  # trial runtime_envs are logged in plain text
+            results = tuner.fit()
     except Exception as exc:
         tracker.fail()
         stop_ray(started_ray)

@@ -236,3 +236,19 @@ def test_the_simulator_host_belongs_to_no_trials_placement_group(ray_session, tm
     hpo.tune(tiny("host", "random", "fifo", num_samples=2), storage=tmp_path / "runs")
     host = ray.get_actor(HOST_NAME, namespace=HOST_NAMESPACE)
     assert ray.get(host.run.remote(lambda: ray.util.get_current_placement_group(), []), timeout=30) is None
+
+
+def test_credentials_in_the_drivers_environment_reach_no_file(ray_session, tmp_path, monkeypatch):
+    """Tune copies AWS credentials into every trial's runtime_env, which Ray logs in plain text; hpo stops that."""
+    import subprocess
+
+    import ray
+
+    monkeypatch.chdir(tmp_path)
+    secret = f"hpo-test-secret-{time.time_ns()}"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", secret + "-token")
+    hpo.tune(tiny("secrets", "random", "fifo", num_samples=2), storage=tmp_path / "runs")
+    session = ray._private.worker._global_node.get_session_dir_path()
+    found = subprocess.run(["grep", "-rl", secret, session, str(tmp_path)], capture_output=True, text=True)
+    assert found.returncode == 1 and found.stdout == "", found.stdout  # 1: grep found nothing

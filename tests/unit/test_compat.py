@@ -122,3 +122,19 @@ def test_result_loggers_keep_the_drivers_copy(tmp_path):
     (tmp_path / "result.json").write_text('{"epoch": 1}\n{"epoch": 2}\n')
     json_logger._restore_from_remote("result.json", Trial())  # would copy the storage's copy over it
     assert (tmp_path / "result.json").read_text() == '{"epoch": 1}\n{"epoch": 2}\n'
+
+
+def test_tune_propagates_no_credentials_inside_the_block_only(monkeypatch):
+    from ray.tune.execution import class_cache
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t")
+    before = set(class_cache.ENV_VARS_TO_PROPAGATE)
+    assert {"AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID"} <= before, (
+        "Tune no longer copies AWS credentials into trial runtime_envs: "
+        "hpo.compat.tune_propagates_no_credentials may go"
+    )
+    with compat.tune_propagates_no_credentials():
+        inside = set(class_cache.ENV_VARS_TO_PROPAGATE)
+        assert not any("AWS" in n or "TOKEN" in n or "SECRET" in n for n in inside)
+        assert inside  # Tune's own variables still travel
+    assert set(class_cache.ENV_VARS_TO_PROPAGATE) == before
