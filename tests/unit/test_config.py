@@ -147,3 +147,21 @@ def test_config_is_frozen():
     config = parse_sweep(base_sweep())
     with pytest.raises(ValidationError):
         config.name = "other"  # type: ignore[misc]
+
+
+def test_a_model_module_that_fails_to_import_is_a_config_error_with_file_and_line(tmp_path, monkeypatch):
+    from hpo.trial.spec import resolve_model
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "broken_syntax_model.py").write_text("def build(params,\n    return 1\n")
+    (tmp_path / "raising_model.py").write_text("import os\n\nVALUE = 1 / 0\n")
+    with pytest.raises(ConfigError) as err:
+        resolve_model("broken_syntax_model:build", "sweep.yaml")
+    assert str(err.value).startswith("sweep.yaml: model: ") and "broken_syntax_model.py:1: syntax error" in str(
+        err.value) and str(err.value).endswith("; fix the model module")
+    with pytest.raises(ConfigError) as err:
+        resolve_model("raising_model:build", "sweep.yaml")
+    assert str(err.value) == (
+        f"sweep.yaml: model: importing 'raising_model' raised ZeroDivisionError: division by zero at "
+        f"{tmp_path / 'raising_model.py'}:3; fix the model module"
+    )
