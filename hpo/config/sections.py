@@ -158,7 +158,7 @@ class ObjectiveConfig(FrozenModel):
     mode: Literal["max", "min"] = "max"
     #: Stop the whole sweep as soon as one epoch of a trial reaches this value (at least it for ``max``, at
     #: most it for ``min``), like Katib's objective goal; None: run the whole budget.
-    goal: float | None = None
+    goal: float | None = Field(default=None, ge=-1e12, le=1e12)
 
 
 class SearchConfig(FrozenModel):

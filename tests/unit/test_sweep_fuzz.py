@@ -107,7 +107,7 @@ def cases() -> list[tuple[str, str, str]]:
     for key in NUMERIC:
         for value in NOT_A_NUMBER:
             out.append((f"{key}={value!r}", yaml.safe_dump(dotted(BASE, key, value)), key))
-    for value in (math.inf, -math.inf, math.nan, "abc", [1]):
+    for value in (math.inf, -math.inf, math.nan, "abc", [1], 1e308, -1e308):
         text = yaml.safe_dump(dotted(BASE, "objective.goal", value))
         out.append((f"objective.goal={value!r}", text, "objective.goal"))
     for key in CHOICES:
