@@ -124,13 +124,12 @@ def _tuner(
     from ray import tune
 
     from hpo import search
-    from hpo.progress.console import ConsoleProgress
     from hpo.trial.driver import make_trainable
 
     sweep_dir = options.sweep_dir(config.name)
     callbacks: list[Any] = [tracking_callback, *compat.result_loggers()]
     if options.console is not None:
-        callbacks.append(ConsoleProgress(options.console, config.objective.metric, search.planned_trials(config)))
+        callbacks.append(_console_progress(config, options, search.planned_trials(config)))
     stopper = search.build_stopper(config)
     if stopper is not None:
         callbacks.append(stopper)  # it hears when the trial that reached the goal has ended
@@ -162,6 +161,25 @@ def _tuner(
         ),
         run_config=run_config,
     )
+
+
+def _console_progress(config: SweepConfig, options: RunOptions, planned: int) -> Any:
+    """The console callback: a header with where to watch, then epoch lines with estimates, then outcomes."""
+    from hpo.progress.console import ConsoleProgress, EpochPlan
+    from hpo.search import study_url
+    from hpo.tracking import is_server, normalize_uri
+
+    trial, uri = config.trial, masked(normalize_uri(config.tracking.mlflow_uri))
+    header = (
+        f"sweep {config.name}: {planned} trials × {trial.workers} workers, {config.search.algorithm} + "
+        f"{config.scheduler.type}, up to {trial.max_epochs} epochs each\n"
+        f"  MLflow: {'open ' + uri if is_server(uri) else 'hpo ui --mlflow-uri ' + uri}"
+    )
+    if config.search.algorithm != "grid":
+        header += f"\n  study:  optuna-dashboard {study_url(options.sweep_dir(config.name))}"
+    plan = EpochPlan(config.objective.mode, trial.early_stopping.patience, trial.early_stopping.min_delta,
+                     trial.max_epochs, config.objective.goal)
+    return ConsoleProgress(options.console, config.objective.metric, planned, plan, header)
 
 
 def _remaining_budget(budget_s: float | None, started: float) -> float | None:

@@ -48,6 +48,7 @@ def tune(
     overwrite: Annotated[
         bool, typer.Option(help="Start a sweep again under a name that already ran (drops its Optuna study).")
     ] = False,
+    quiet: Annotated[bool, typer.Option(help="No progress lines; only the final table and where results are.")] = False,
     warm_start: Annotated[
         Optional[str], typer.Option(help="Seed the study with a previous sweep's best configs (name or summary.json).")
     ] = None,
@@ -75,7 +76,7 @@ def tune(
     if partition_by and partition:
         raise ConfigError(f"{file}: --partition-by: cannot be combined with --partition; use one of them")
     warm = WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode)
-    options = RunOptions(storage, address, resume, console, warm, overwrite=overwrite)
+    options = RunOptions(storage, address, resume, None if quiet else console, warm, overwrite=overwrite)
     overrides = _overrides(num_samples, name, mlflow_uri)
     if partition_by or partition or _lists_partitions(file):
         from hpo.partition import named_urls

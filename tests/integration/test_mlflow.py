@@ -204,7 +204,15 @@ def test_best_model_is_registered_and_predicts(server_sweep, client, server):
 def test_cli_sweep_exits_0_and_prints_best_and_summary(server_sweep):
     summary_path = server_sweep["work"] / "runs" / "srv" / "summary.json"
     assert f"summary: {summary_path}" in server_sweep["proc"].stdout
-    assert "best: " in server_sweep["proc"].stdout and "val_accuracy=" in server_sweep["proc"].stdout
+    out = server_sweep["proc"].stdout
+    assert "best: " in out and "val_accuracy=" in out
+    # Progress before any trial ends: the header, then an epoch line with an estimate, then outcomes.
+    lines = out.splitlines()
+    assert lines[0].startswith("sweep srv: 6 trials × 2 workers, optuna-tpe + asha, up to 4 epochs each")
+    assert any(line.startswith("  study:  optuna-dashboard sqlite:///") for line in lines[:4])
+    first_epoch = next(i for i, line in enumerate(lines) if " epoch 1/4 val_accuracy=" in line)
+    first_end = next(i for i, line in enumerate(lines) if line.startswith("[1/6] "))
+    assert first_epoch < first_end and ", est. " in lines[first_epoch]
 
 
 def test_summary_json_contents(server_sweep, server):
