@@ -56,6 +56,27 @@ def tiny_sweep(name: str, num_samples: int = 3, max_epochs: int = 2) -> dict:
     return sweep
 
 
+def restartable_port() -> int:
+    """A free port below the kernel's ephemeral range, for a server killed and restarted on the same port.
+
+    A port from :func:`free_port` is an ephemeral one: once the server is down, any process (a Ray worker's
+    gRPC server, say) may be handed it by the kernel, and the sweep's HTTP writes then hang on a server that
+    never answers HTTP/1.1 instead of being refused. No bind to port 0 gets a port below the range.
+    """
+    import random
+    import socket
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for port in random.sample(range(20000, low), 200):  # above Ray's worker ports (10002-19999)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port between 20000 and the ephemeral range")
+
+
 def git(*args: str, cwd: Path) -> str:
     env = {
         **os.environ,
@@ -374,7 +395,7 @@ def fifo_sweep(name: str, num_samples: int, max_epochs: int) -> dict:
 def test_server_killed_mid_sweep_training_goes_on_and_sync_sends_every_metric_once(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    backend, port = f"sqlite:///{tmp_path}/resilience.db", free_port()
+    backend, port = f"sqlite:///{tmp_path}/resilience.db", restartable_port()
     server = MlflowServer(backend, tmp_path / "artifacts", port=port, log_path=tmp_path / "server1.log").start()
     sweep_file = tmp_path / "resil.yaml"
     sweep_file.write_text(yaml.safe_dump(fifo_sweep("resil", num_samples=4, max_epochs=3), sort_keys=False))
@@ -565,7 +586,7 @@ def test_two_sweeps_logging_to_one_server_at_once_stay_separate(server, client, 
 def test_server_back_mid_sweep_gets_the_spool_without_hpo_sync(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    backend, port = f"sqlite:///{tmp_path}/auto.db", free_port()
+    backend, port = f"sqlite:///{tmp_path}/auto.db", restartable_port()
     server = MlflowServer(backend, tmp_path / "artifacts", port=port, log_path=tmp_path / "server1.log").start()
     sweep_file = tmp_path / "auto.yaml"
     sweep = fifo_sweep("auto", num_samples=3, max_epochs=8)
