@@ -8,7 +8,7 @@ from typing import Any
 
 from hpo import _env
 from hpo.config import SweepConfig, load_sweep
-from hpo.options import DEFAULT_STORAGE, RunOptions, WarmStart
+from hpo.options import DEFAULT_STORAGE, RunOptions, Storage, WarmStart
 from hpo.summary import TuneResult
 
 
@@ -48,7 +48,7 @@ def tune(
     *,
     num_samples: int | None = None,
     name: str | None = None,
-    storage: str | Path = DEFAULT_STORAGE,
+    storage: str | Path | Storage = DEFAULT_STORAGE,
     mlflow_uri: str | None = None,
     address: str | None = None,
     resume: bool = False,
@@ -65,7 +65,8 @@ def tune(
         sweep: A sweep file path or a :class:`SweepConfig`.
         num_samples: Overrides ``search.num_samples``.
         name: Overrides ``name``.
-        storage: Directory holding sweeps (``STORAGE/NAME/summary.json``).
+        storage: Where sweeps live: a directory, ``file:///shared/mount``, ``s3://bucket/prefix`` or
+            ``gs://bucket/prefix`` (see :class:`hpo.storage.Storage`).
         mlflow_uri: Overrides ``tracking.mlflow_uri``.
         address: Ray address (``auto``, ``ray://host:10001``); default starts a local Ray.
         resume: Continue an interrupted sweep of the same name (a finished one is returned as it is).
@@ -87,7 +88,7 @@ def tune(
             ``data.partitions``, which :func:`tune_partitions` runs.
     """
     options = options or RunOptions(
-        Path(storage), address, resume, console, WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode),
+        storage, address, resume, console, WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode),
         overwrite=overwrite,
     )
     return run(sweep, options, overrides=_overrides(num_samples, name, mlflow_uri))

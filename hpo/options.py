@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hpo.errors import ConfigError
+from hpo.storage import DEFAULT_STORAGE, Storage
 
-#: Where sweeps live unless ``--storage`` says otherwise (relative to the working directory).
-DEFAULT_STORAGE = "hpo_runs"
+__all__ = ["DEFAULT_STORAGE", "SUMMARY_FILE", "RunOptions", "Storage", "WarmStart", "summary_path"]
 #: The file every finished sweep leaves in ``STORAGE/NAME/``.
 SUMMARY_FILE = "summary.json"
 WARM_START_MODES = ("prior", "reevaluate")
@@ -54,7 +54,7 @@ class WarmStart:
             raise ConfigError(f"--warm-start-mode: '{mode}' is not allowed; use prior or reevaluate")
         return cls(source, k, mode) if source else None  # type: ignore[arg-type]
 
-    def summary_path(self, storage: Path) -> Path:
+    def summary_path(self, storage: Storage | Path | str) -> Path:
         """The previous sweep's ``summary.json``: the path given, or ``STORAGE/SOURCE/summary.json``."""
         return Path(self.source) if self.source.endswith(".json") else summary_path(storage, self.source)
 
@@ -70,7 +70,8 @@ class RunOptions:
     """Everything about running a sweep that is not in the sweep file.
 
     Attributes:
-        storage: Directory that holds sweeps (``STORAGE/NAME/``); made absolute.
+        storage: Where sweeps live: a directory, ``file://`` (a shared mount), ``s3://`` or ``gs://``
+            (parsed into a :class:`~hpo.storage.Storage`).
         address: Ray address to connect to (``auto``, ``host:6379``, ``ray://…``); None starts a local Ray.
         resume: Continue an interrupted sweep of the same name.
         console: A ``rich`` console for progress lines; None keeps quiet.
@@ -78,7 +79,7 @@ class RunOptions:
         overwrite: Start a sweep again under a name that already ran (its Optuna study is dropped).
     """
 
-    storage: Path = Path(DEFAULT_STORAGE)
+    storage: Storage = DEFAULT_STORAGE  # type: ignore[assignment]  # parsed in __post_init__
     address: str | None = None
     resume: bool = False
     console: Any = None
@@ -86,15 +87,19 @@ class RunOptions:
     overwrite: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "storage", Path(self.storage).expanduser().resolve())
+        object.__setattr__(self, "storage", Storage.parse(self.storage))
         if self.resume and self.overwrite:
             raise ConfigError("--resume: cannot be combined with --overwrite; pass one of them")
 
     def sweep_dir(self, name: str) -> Path:
-        """``STORAGE/NAME``: where sweep ``name`` keeps its state and results."""
-        return self.storage / name
+        """The local directory of sweep ``name``'s driver-only state (``STORAGE/NAME`` for a local storage)."""
+        return self.storage.state_dir(name)
 
 
-def summary_path(storage: Path, name: str) -> Path:
-    """``STORAGE/NAME/summary.json``: the one rule for where a sweep's summary is."""
-    return Path(storage) / name / SUMMARY_FILE
+def summary_path(storage: Storage | Path | str, name: str) -> Path:
+    """The driver's ``summary.json`` of sweep ``name``: the one rule for where a sweep's summary is.
+
+    ``STORAGE/NAME/summary.json`` for a local storage; for a shared one, the local state directory (the
+    storage keeps a copy in ``STORAGE/NAME/_driver/``).
+    """
+    return Storage.parse(storage).state_dir(name) / SUMMARY_FILE

@@ -24,9 +24,10 @@ from hpo.config import SweepConfig, partition_label
 from hpo.data import declared_shapes, path_to_url, url_to_path, write_dataset
 from hpo.errors import ConfigError
 from hpo.options import RunOptions
-from hpo.preflight import preflight
+from hpo.preflight import DATA_DIR, preflight, publish
 from hpo.ray_session import start_ray, stop_ray
 from hpo.rerun import check_rerun
+from hpo.storage import Storage
 from hpo.summary import TuneResult
 from hpo.sweep import run_sweep
 
@@ -48,7 +49,9 @@ def by_urls(config: SweepConfig) -> list[tuple[str, SweepConfig]]:
     return out
 
 
-def by_column(config: SweepConfig, column: str, storage: Path, source: str) -> list[tuple[str, SweepConfig]]:
+def by_column(
+    config: SweepConfig, column: str, storage: Storage | Path | str, source: str
+) -> list[tuple[str, SweepConfig]]:
     """Splits a sweep's data by the values of ``column`` into one sweep per value.
 
     Each partition gets its own dataset (written under ``STORAGE/_data/NAME/COLUMN=VALUE``), its own name
@@ -64,6 +67,7 @@ def by_column(config: SweepConfig, column: str, storage: Path, source: str) -> l
     import pyarrow.parquet as pq
 
     d = config.data
+    storage = Storage.parse(storage)
     if d.partitions or d.train is None:
         raise ConfigError(
             f"{source}: data.partitions: the sweep already lists its partitions; "
@@ -87,8 +91,9 @@ def by_column(config: SweepConfig, column: str, storage: Path, source: str) -> l
     out = []
     for value in sorted(set(keys.tolist()), key=str):
         rows = np.flatnonzero(keys == value)
-        url = path_to_url(storage / "_data" / config.name / f"{column}={value}")
+        url = path_to_url(storage.state_root / DATA_DIR / config.name / f"{column}={value}")
         write_dataset((x[rows], y[rows]), url, features_column=d.features, label=d.label, row_ids=rows)
+        url = publish(storage, url)  # a shared storage: every node reads the part from there
         data = config.model_dump()
         data["name"] = f"{config.name}-{value}"
         data["data"].update(train=url, validation=None)
@@ -134,7 +139,7 @@ def named_urls(values: Sequence[str] | Mapping[str, str], source: str, key: str 
 
 
 def split(
-    config: SweepConfig, *, partition_by: str | None, storage: Path, source: str
+    config: SweepConfig, *, partition_by: str | None, storage: Storage, source: str
 ) -> list[tuple[str, SweepConfig]]:
     """The sweeps of a partitioned sweep: by ``partition_by`` column, else by ``data.partitions``.
 

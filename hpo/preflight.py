@@ -7,17 +7,21 @@ import os
 from pathlib import Path
 
 from hpo.config import SweepConfig
-from hpo.data import DatasetInfo, builtin_digits, describe, path_to_url, split_dataset
+from hpo.data import PART, DatasetInfo, builtin_digits, describe, path_to_url, split_dataset, url_to_path
 from hpo.errors import ConfigError
+from hpo.storage import Storage
 from hpo.trial.spec import TrialSpec, resolve_model
 
+#: Sub-directory of the storage (and of the driver's state root) holding the datasets hpo writes.
+DATA_DIR = "_data"
 
-def preflight(config: SweepConfig, storage: Path, source: str) -> TrialSpec:
+
+def preflight(config: SweepConfig, storage: Storage | Path | str, source: str) -> TrialSpec:
     """Checks the tracking server, the searcher's needs, the data and the model; returns the trials' spec.
 
     Args:
         config: The validated sweep.
-        storage: Directory that holds sweeps (data hpo writes goes to ``STORAGE/_data``).
+        storage: Where sweeps live (data hpo writes goes to ``STORAGE/_data``, so every node can read it).
         source: The sweep file, for error messages.
 
     Raises:
@@ -37,7 +41,7 @@ def preflight(config: SweepConfig, storage: Path, source: str) -> TrialSpec:
             f"{source}: search.algorithm: optuna-gp needs torch, which is not installed; "
             "run '.venv/bin/pip install torch==2.13.0' or use optuna-tpe"
         )
-    train, validation = resolve_data(config, storage, source)
+    train, validation = resolve_data(config, Storage.parse(storage), source)
     _check_batch_and_cache(config, train, source)
     resolve_model(config.model, source)
     return TrialSpec.from_config(config, train, validation)
@@ -66,30 +70,60 @@ def _check_batch_and_cache(config: SweepConfig, train: DatasetInfo, source: str)
             )
 
 
-def check_fits_cluster(spec: TrialSpec, source: str, local: bool) -> None:
-    """Checks, once Ray is up, that one trial's workers fit on the cluster (or nodes it can launch).
+def publish(storage: Storage, url: str, *, keep: bool = False) -> str:
+    """A dataset hpo wrote under ``STATE/_data``, copied to the same place in a shared storage.
+
+    Args:
+        storage: The sweep storage (a local one is returned as it is).
+        url: The ``file://`` URL of the dataset on the driver.
+        keep: The dataset never changes once written (a built-in one): skip the copy if the storage has it.
+
+    Returns:
+        The URL every node reads it from.
+    """
+    if not storage.shared:
+        return url
+    rel = url_to_path(url).relative_to(storage.state_root).parts
+    if keep and storage.holds(*rel, PART):
+        return storage.url(*rel)
+    return storage.upload_dir(url_to_path(url), *rel)
+
+
+def check_fits_cluster(spec: TrialSpec, source: str, local: bool, storage: Storage | None = None) -> None:
+    """Checks, once Ray is up, that a trial fits the cluster and that every node sees the storage and data.
+
+    The fit counts the nodes there are and those the autoscaler can launch; the storage and data are
+    probed only on a cluster hpo connected to (``--address``) that has several nodes.
 
     Raises:
-        ConfigError: If the trial can never be scheduled.
+        ConfigError: If the trial can never be scheduled, or a node cannot see the storage or data.
     """
-    from hpo.cluster import check_trial_fits_cluster
+    from hpo.cluster import check_storage_shared, check_trial_fits_cluster
     from hpo.trial.driver import worker_bundle
 
     check_trial_fits_cluster(worker_bundle(spec), spec.workers, source=source, local=local)
+    if not local and storage is not None:
+        data = [("data.train", spec.train.url), ("data.validation", spec.validation.url)]
+        check_storage_shared(storage, data, source)
 
 
-def resolve_data(config: SweepConfig, storage: Path, source: str) -> tuple[DatasetInfo, DatasetInfo]:
+def resolve_data(config: SweepConfig, storage: Storage | Path | str, source: str) -> tuple[DatasetInfo, DatasetInfo]:
     """Materialises built-in data, splits off validation if needed, and checks both datasets.
+
+    Data hpo writes itself is written on the driver (``STATE/_data``) and, for a shared storage, copied to
+    ``STORAGE/_data`` so that the workers of every node read the same files.
 
     Raises:
         ConfigError: For a missing path, missing columns or an unusable dataset.
     """
     d = config.data
-    data_root = storage / "_data"
+    storage = Storage.parse(storage)
+    data_root = storage.state_root / DATA_DIR
     if d.train.startswith("builtin:"):
         if d.train != "builtin:digits":
             raise ConfigError(f"{source}: data.train: unknown built-in dataset '{d.train}'; use builtin:digits")
         train_url, val_url = builtin_digits(data_root, d.validation_fraction, config.search.seed or 0)
+        train_url, val_url = (publish(storage, url, keep=True) for url in (train_url, val_url))
     elif d.validation:
         train_url, val_url = d.train, d.validation
     else:
@@ -102,6 +136,7 @@ def resolve_data(config: SweepConfig, storage: Path, source: str) -> tuple[Datas
             d.validation_fraction,
             config.search.seed or 0,
         )
+        train_url, val_url = (publish(storage, url) for url in (train_url, val_url))
     kw = {"features": d.features, "label": d.label, "task": d.task, "source": source}
     train = describe(train_url, key="data.train", **kw)
     validation = describe(val_url, key="data.validation", **kw)

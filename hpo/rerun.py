@@ -17,17 +17,26 @@ from typing import Literal
 
 from hpo.errors import ConfigError
 from hpo.options import SUMMARY_FILE, RunOptions
+from hpo.storage import Storage
 
 SweepState = Literal["new", "interrupted", "finished"]
 #: Files a started sweep leaves in ``STORAGE/NAME`` before it finishes (hpo's, Optuna's and Tune's).
 _STARTED = ("hpo_state.json", "optuna.db", "tuner.pkl")
 
 
-def sweep_state(sweep_dir: Path) -> SweepState:
-    """Whether ``sweep_dir`` holds nothing, an unfinished sweep or a finished one."""
+def sweep_state(sweep_dir: Path, storage: Storage | None = None, name: str | None = None) -> SweepState:
+    """Whether a sweep's name holds nothing, an unfinished sweep or a finished one.
+
+    Looks in ``sweep_dir`` (the driver's state) and, for a shared storage, in ``STORAGE/NAME``; a shared
+    storage's copy of the driver state is fetched first when this driver has none.
+    """
+    if storage is not None and name is not None:
+        storage.pull_state(name)
     if (sweep_dir / SUMMARY_FILE).is_file():
         return "finished"
     if any((sweep_dir / name).exists() for name in _STARTED) or any(sweep_dir.glob("experiment_state*.json")):
+        return "interrupted"
+    if storage is not None and storage.shared and name is not None and storage.sweep_exists(name):
         return "interrupted"
     return "new"
 
@@ -47,7 +56,7 @@ def check_rerun(name: str, options: RunOptions, source: str) -> SweepState:
         ConfigError: ``--resume`` with nothing to resume; a used name without ``--resume`` or ``--overwrite``.
     """
     sweep_dir = options.sweep_dir(name)
-    state = sweep_state(sweep_dir)
+    state = sweep_state(sweep_dir, options.storage, name)
     if options.resume and state == "new":
         raise ConfigError(
             f"{source}: --resume: there is no sweep '{name}' in {options.storage} to resume; "

@@ -17,6 +17,7 @@ from hpo.config.tracking_uri import masked
 from hpo.errors import ConfigError
 from hpo.objective import best_value, configuration_key, reaches_goal, repeats_reach_goal
 from hpo.options import summary_path
+from hpo.storage import Storage, checkpoint_uri
 from hpo.trial.protocol import REPEAT_KEY, SCORED_STATUSES, TrialRow, epochs_of, trial_status
 
 
@@ -70,7 +71,7 @@ def trial_rows(results: Any, config: SweepConfig, run_ids: dict[str, str]) -> li
     rows = []
     for result in results:
         last = result.metrics or {}
-        trial_id = last.get("trial_id") or Path(result.path).name
+        trial_id = last.get("trial_id") or str(result.path).rstrip("/").rsplit("/", 1)[-1]
         history = result.metrics_dataframe
         values = list(history[metric]) if history is not None and metric in history else []
         params = dict(result.config or {})
@@ -85,9 +86,9 @@ def trial_rows(results: Any, config: SweepConfig, run_ids: dict[str, str]) -> li
                 metric=best_value(values, mode),
                 stopped_early=status == "stopped_early",
                 mlflow_run_id=run_ids.get(trial_id),
-                checkpoint=result.checkpoint.path if result.checkpoint else None,
+                checkpoint=checkpoint_uri(result.checkpoint) if result.checkpoint else None,
                 repeat=repeat,
-                error=str(result.error).strip().splitlines()[-1][:500] if result.error is not None else None,
+                error=error_line(result.error) if result.error is not None else None,
             )
         )
     return sorted(rows, key=lambda r: r.trial_id)
@@ -152,6 +153,18 @@ def build_summary(
     return summary
 
 
+def error_line(error: BaseException) -> str:
+    """A failed trial's error as one line of at most 500 characters.
+
+    The worker's own exception (``FileNotFoundError: …``), without the wrappers Ray and hpo put around it.
+    """
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    line = lines[-1] if lines else type(error).__name__
+    for wrapper in ("hpo.errors.TrialFailed: ", "TrialFailed: "):
+        line = line.removeprefix(wrapper)
+    return line[:500]
+
+
 def failure_line(exc: BaseException) -> str:
     """The line that says what went wrong: the last line of the innermost cause (Tune wraps tracebacks)."""
     while exc.__cause__ is not None:
@@ -171,19 +184,22 @@ def write_summary(path: Path, summary: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def read_summary(storage: Path, name: str) -> dict[str, Any]:
-    """Reads sweep ``name``'s ``summary.json``.
+def read_summary(storage: Storage | Path | str, name: str) -> dict[str, Any]:
+    """Reads sweep ``name``'s ``summary.json`` (from a shared storage's copy when this driver has none).
 
     Raises:
         ConfigError: If the sweep has no summary there.
     """
+    storage = Storage.parse(storage)
     path = summary_path(storage, name)
+    if not path.is_file():
+        storage.pull_state(name)
     if not path.is_file():
         raise ConfigError(f"{path}: (file): no summary for sweep '{name}'; run 'hpo tune' first or pass --storage")
     return json.loads(path.read_text())
 
 
-def sync_sweep(storage: Path, name: str) -> tuple[int, int]:
+def sync_sweep(storage: Storage | Path | str, name: str) -> tuple[int, int]:
     """Sends a finished sweep's spooled MLflow writes (``hpo sync``) and updates its summary.json.
 
     Returns:

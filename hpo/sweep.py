@@ -47,16 +47,16 @@ def run_sweep(
     warm_points = _warm_points(config, options, source)
     started_ray = start_ray(options.address)
     try:
-        check_fits_cluster(spec, source, local=not options.address)
+        check_fits_cluster(spec, source, local=not options.address, storage=options.storage)
     except ConfigError:
         stop_ray(started_ray)
         raise
     started = time.time()
     sweep_dir = options.sweep_dir(config.name)
-    resume = options.resume and _can_restore(sweep_dir) and MlflowTracker.resumable(sweep_dir)
+    resume = options.resume and _can_restore(options, config.name) and MlflowTracker.resumable(sweep_dir)
     tracker = MlflowTracker(
-        config, source, sweep_dir, options.storage / "_mlflow_artifacts", resume,
-        sample=(spec.validation.url, spec.features),
+        config, source, sweep_dir, options.storage.state_root / "_mlflow_artifacts", resume,
+        sample=(spec.validation.url, spec.features), storage=options.storage,
     )
     tuner = _tuner(config, options, spec, tracker.callback, warm_points, started, resume)
     try:
@@ -66,6 +66,9 @@ def run_sweep(
         tracker.fail()
         stop_ray(started_ray)
         raise SweepAborted(f"sweep '{config.name}' stopped: {failure_line(exc)}") from exc
+    from hpo.search import close_study
+
+    close_study(config, sweep_dir)  # a trial handed out just before a crash was never run
     rows = trial_rows(results, config, tracker.run_ids())
     goal = goal_status(config, rows) if config.objective.goal is not None else None
     summary = build_summary(config, rows, tracker.summary_section(), time.time() - started, goal)
@@ -78,6 +81,7 @@ def run_sweep(
         )
     path = summary_path(options.storage, config.name)
     write_summary(path, summary)
+    options.storage.push_state(config.name)
     stop_ray(started_ray)
     return TuneResult.from_summary(summary, path)
 
@@ -105,10 +109,12 @@ def _warm_points(config: SweepConfig, options: RunOptions, source: str) -> list[
     return previous_best(warm.summary_path(options.storage), config, warm.k)
 
 
-def _can_restore(sweep_dir: Any) -> bool:
+def _can_restore(options: RunOptions, name: str) -> bool:
+    """True if the storage holds Tune's experiment state of sweep ``name``."""
     from ray import tune
 
-    return tune.Tuner.can_restore(str(sweep_dir))
+    _, filesystem = options.storage.tune_storage()
+    return tune.Tuner.can_restore(options.storage.experiment_path(name), storage_filesystem=filesystem)
 
 
 def _tuner(
@@ -126,7 +132,7 @@ def _tuner(
     from hpo import search
     from hpo.trial.driver import make_trainable
 
-    sweep_dir = options.sweep_dir(config.name)
+    storage_path, filesystem = options.storage.tune_storage()
     callbacks: list[Any] = [tracking_callback, *compat.result_loggers()]
     if options.console is not None:
         callbacks.append(_console_progress(config, options, search.planned_trials(config)))
@@ -135,7 +141,8 @@ def _tuner(
         callbacks.append(stopper)  # it hears when the trial that reached the goal has ended
     run_config = tune.RunConfig(
         name=config.name,
-        storage_path=str(options.storage),
+        storage_path=storage_path,
+        storage_filesystem=filesystem,
         callbacks=callbacks,
         verbose=0,
         failure_config=tune.FailureConfig(max_failures=config.trial.max_failures),
@@ -144,7 +151,10 @@ def _tuner(
     )
     trainable = make_trainable(spec)
     if resume:
-        return tune.Tuner.restore(str(sweep_dir), trainable=trainable, resume_errored=True)
+        return tune.Tuner.restore(
+            options.storage.experiment_path(config.name), trainable=trainable, resume_errored=True,
+            storage_filesystem=filesystem,
+        )
     mode = options.warm_start.mode if options.warm_start else "prior"
     return tune.Tuner(
         trainable,
@@ -152,7 +162,7 @@ def _tuner(
         tune_config=tune.TuneConfig(
             metric=config.objective.metric,
             mode=config.objective.mode,
-            search_alg=search.build_searcher(config, sweep_dir, False, warm_points, mode),
+            search_alg=search.build_searcher(config, options.sweep_dir(config.name), False, warm_points, mode),
             scheduler=search.build_scheduler(config),
             num_samples=search.tune_num_samples(config),
             max_concurrent_trials=config.search.max_concurrent,

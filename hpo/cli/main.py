@@ -17,7 +17,7 @@ from hpo.cli.sync import sync
 from hpo.cli.ui import ui
 from hpo.config.tracking_uri import masked
 from hpo.errors import ConfigError
-from hpo.options import DEFAULT_STORAGE
+from hpo.storage import DEFAULT_STORAGE, Storage
 from hpo.summary import read_summary
 
 app = typer.Typer(
@@ -32,7 +32,9 @@ app.command()(sync)
 app.add_typer(cluster_app, name="cluster")
 console = Console(soft_wrap=True)
 
-Storage = Annotated[Path, typer.Option("--storage", help="Directory holding sweeps.")]
+StorageOption = Annotated[
+    str, typer.Option("--storage", help="Where sweeps live: a directory, file:///shared/mount, s3://bucket/prefix, gs://…")
+]
 
 
 @app.command()
@@ -42,7 +44,7 @@ def tune(
     name: Annotated[Optional[str], typer.Option(help="Override the sweep name.")] = None,
     num_samples: Annotated[Optional[int], typer.Option(help="Override search.num_samples.")] = None,
     address: Annotated[Optional[str], typer.Option(help="Ray address (auto, ray://host:10001).")] = None,
-    storage: Storage = Path(DEFAULT_STORAGE),
+    storage: StorageOption = DEFAULT_STORAGE,
     mlflow_uri: Annotated[Optional[str], typer.Option(help="Override tracking.mlflow_uri.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue an interrupted sweep of this name.")] = False,
     overwrite: Annotated[
@@ -106,7 +108,7 @@ def _lists_partitions(file: Path) -> bool:
 @one_line_errors
 def validate(
     file: Annotated[Path, typer.Argument(help="Sweep file (YAML).")],
-    storage: Storage = Path(DEFAULT_STORAGE),
+    storage: StorageOption = DEFAULT_STORAGE,
 ) -> None:
     """Check a sweep file, its data and its model reference without running anything.
 
@@ -121,7 +123,7 @@ def validate(
     parts = by_urls(config) if config.data.partitions else [(None, config)]
     for label, part in parts:
         where = f"{file}" if label is None else f"{file} (partition {label})"
-        spec = preflight(part, storage.resolve(), where)
+        spec = preflight(part, Storage.parse(storage), where)
         console.print(
             f"{where}: ok — sweep '{part.name}', {len(part.space)} parameters, "
             f"{part.search.algorithm} + {part.scheduler.type}, {planned_trials(part)} trials × "
@@ -180,9 +182,9 @@ def _print_summary(summary: dict) -> None:
 
 @app.command()
 @one_line_errors
-def status(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: Storage = Path(DEFAULT_STORAGE)) -> None:
+def status(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: StorageOption = DEFAULT_STORAGE) -> None:
     """One line per trial of a finished sweep, from its summary.json."""
-    summary = read_summary(storage.resolve(), name)
+    summary = read_summary(Storage.parse(storage), name)
     counts: dict[str, int] = {}
     for row in summary["trials"]:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
@@ -194,9 +196,9 @@ def status(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: St
 
 @app.command()
 @one_line_errors
-def report(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: Storage = Path(DEFAULT_STORAGE)) -> None:
+def report(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: StorageOption = DEFAULT_STORAGE) -> None:
     """The results table of a finished sweep, from its summary.json."""
-    _print_summary(read_summary(storage.resolve(), name))
+    _print_summary(read_summary(Storage.parse(storage), name))
 
 
 def main() -> None:

@@ -11,13 +11,13 @@ import typer
 
 from hpo.cli.errors import one_line_errors
 from hpo.errors import ConfigError, HpoError
-from hpo.options import DEFAULT_STORAGE
+from hpo.storage import DEFAULT_STORAGE, Storage
 from hpo.summary import read_summary
 
 DEFAULT_URI = "sqlite:///mlflow.db"
 
 
-def backend_uri(name: str | None, storage: Path, mlflow_uri: str | None) -> str:
+def backend_uri(name: str | None, storage: Storage, mlflow_uri: str | None) -> str:
     """The backend store to serve: ``--mlflow-uri``, else sweep NAME's store (summary.json), else the default.
 
     Raises:
@@ -26,7 +26,7 @@ def backend_uri(name: str | None, storage: Path, mlflow_uri: str | None) -> str:
     from hpo.tracking import is_local, normalize_uri
 
     if mlflow_uri is None and name is not None:
-        mlflow_uri = read_summary(storage.resolve(), name)["mlflow"]["uri"]
+        mlflow_uri = read_summary(storage, name)["mlflow"]["uri"]
     uri = normalize_uri(mlflow_uri or DEFAULT_URI)
     if not is_local(uri):
         raise ConfigError(f"--mlflow-uri: {uri} is already a server; open it in a browser instead of 'hpo ui'")
@@ -42,17 +42,18 @@ def _interrupt(signum: int, frame: object) -> None:
 @one_line_errors
 def ui(
     name: Annotated[Optional[str], typer.Argument(help="Sweep whose store to serve (from its summary).")] = None,
-    storage: Annotated[Path, typer.Option("--storage", help="Directory holding sweeps.")] = Path(DEFAULT_STORAGE),
+    storage: Annotated[str, typer.Option("--storage", help="Where sweeps live (directory or URI).")] = DEFAULT_STORAGE,
     mlflow_uri: Annotated[Optional[str], typer.Option(help="Tracking store to serve (sqlite:/// or a path).")] = None,
     port: Annotated[Optional[int], typer.Option(help="Port on 127.0.0.1 (default: a free one).")] = None,
 ) -> None:
     """Start the MLflow UI (a real mlflow server) on 127.0.0.1; Ctrl-C stops it."""
     from hpo.tracking import MlflowServer
 
-    storage = storage.resolve()
-    uri = backend_uri(name, storage, mlflow_uri)
-    server = MlflowServer(uri, storage / "_mlflow_artifacts", port=port, log_path=storage / "mlflow-server.log")
-    storage.mkdir(parents=True, exist_ok=True)
+    where = Storage.parse(storage)
+    uri = backend_uri(name, where, mlflow_uri)
+    local = where.state_root
+    server = MlflowServer(uri, local / "_mlflow_artifacts", port=port, log_path=local / "mlflow-server.log")
+    local.mkdir(parents=True, exist_ok=True)
     # Ctrl-C (even where SIGINT was inherited as ignored, e.g. from a background job) and `kill` stop it.
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from hpo.data.builtin import builtin_digits
 from hpo.data.convert import convert, load_source
-from hpo.data.fs import as_url, filesystem, path_to_url, url_to_path
+from hpo.data.fs import arrow_filesystem, as_url, filesystem, parquet_files, path_to_url, url_to_path
 from hpo.data.info import DatasetInfo, describe, inspect_dataset
 from hpo.data.stream import ReaderCache, RowLossError, ShardStream, epoch_seed
 from hpo.data.write import (
     MAX_ROWS_PER_GROUP,
+    PART,
     ROW_ID,
     SHARD_FRIENDLY_GROUPS,
     declared_shapes,
@@ -29,12 +30,14 @@ from hpo.data.write import (
 
 __all__ = [
     "MAX_ROWS_PER_GROUP",
+    "PART",
     "ROW_ID",
     "SHARD_FRIENDLY_GROUPS",
     "DatasetInfo",
     "ReaderCache",
     "RowLossError",
     "ShardStream",
+    "arrow_filesystem",
     "as_url",
     "builtin_digits",
     "convert",
@@ -44,6 +47,7 @@ __all__ = [
     "filesystem",
     "inspect_dataset",
     "load_source",
+    "parquet_files",
     "path_to_url",
     "row_group_sizes",
     "split_dataset",

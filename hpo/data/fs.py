@@ -6,8 +6,10 @@ import hashlib
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from hpo.errors import ConfigError
+from hpo.storage import s3_options
 
 #: URL scheme → (fsspec protocol, the package that provides it).
 REMOTE_SCHEMES: dict[str, tuple[str, str]] = {
@@ -54,17 +56,51 @@ def filesystem(url: str, key: str = "data") -> tuple[Any, str]:
 
     if url.startswith("file://"):
         return fsspec.filesystem("file"), str(url_to_path(url))
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme not in REMOTE_SCHEMES:
-        raise ConfigError(f"{url}: {key}: unsupported URL scheme '{scheme}'; use file://, s3:// or gs://")
+    scheme, rest, query = _split(url, key)
     protocol, package = REMOTE_SCHEMES[scheme]
+    kwargs: dict[str, Any] = {}
+    if protocol == "s3":
+        options = s3_options(query)
+        if "endpoint_override" in options:
+            kwargs["client_kwargs"] = {"endpoint_url": f"{options.get('scheme', 'https')}://{options['endpoint_override']}"}
     try:
-        return fsspec.filesystem(protocol), rest
+        return fsspec.filesystem(protocol, **kwargs), rest
     except ImportError:
         raise ConfigError(
             f"{url}: {key}: reading {scheme}:// needs the '{package}' package, which is not installed; "
             f"run 'pip install {package}'"
         ) from None
+
+
+def arrow_filesystem(url: str, key: str = "data") -> tuple[Any, str]:
+    """The pyarrow filesystem and in-filesystem path of a dataset URL (what Petastorm's reader takes).
+
+    ``s3://`` options come from the URL's query (``?endpoint_override=…&scheme=http``) and the standard
+    ``AWS_ENDPOINT_URL`` variable, as for the sweep storage (:func:`hpo.storage.s3_options`).
+
+    Raises:
+        ConfigError: For a scheme pyarrow has no filesystem for.
+    """
+    import pyarrow.fs as pafs
+
+    if url.startswith("file://"):
+        return pafs.LocalFileSystem(), str(url_to_path(url))
+    scheme, rest, query = _split(url, key)
+    protocol = REMOTE_SCHEMES[scheme][0]
+    if protocol == "s3":
+        return pafs.S3FileSystem(**s3_options(query)), rest
+    if protocol == "gs":
+        return pafs.GcsFileSystem(), rest
+    return pafs.FileSystem.from_uri(url)
+
+
+def _split(url: str, key: str) -> tuple[str, str, dict[str, str]]:
+    """``(scheme, bucket/path, query)`` of a remote dataset URL."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in REMOTE_SCHEMES:
+        raise ConfigError(f"{url}: {key}: unsupported URL scheme '{parts.scheme or url}'; use file://, s3:// or gs://")
+    return scheme, parts.netloc + parts.path, dict(parse_qsl(parts.query))
 
 
 def parquet_files(fs: Any, path: str) -> list[str]:

@@ -17,6 +17,8 @@ import numpy as np
 from petastorm.workers_pool import EmptyResultError
 from petastorm.workers_pool.dummy_pool import DummyPool
 
+from hpo.data.fs import arrow_filesystem
+
 #: Seconds between checks for the next queued row group.
 POLL_S = 0.001
 
@@ -131,8 +133,10 @@ def open_batch_reader(
     from petastorm.local_disk_cache import LocalDiskCache
     from petastorm.reader import Reader, normalize_dataset_url_or_urls
 
-    url = normalize_dataset_url_or_urls(url)
-    fs, path = get_filesystem_and_path_or_paths(url, filesystem=filesystem)
+    if filesystem is None and not url.startswith("file://"):
+        fs, path = arrow_filesystem(url)  # remote: pyarrow's filesystem, with the URL's endpoint options
+    else:
+        fs, path = get_filesystem_and_path_or_paths(normalize_dataset_url_or_urls(url), filesystem=filesystem)
     store = _cache_store(cache)
 
     class QuietReader(Reader):

@@ -167,6 +167,8 @@ class ShardStream:
                 f"than the {steps} steps per epoch; use fewer workers or a bigger dataset"
             )
         self.epoch = 0
+        #: The exception that ended :meth:`dataset`'s generator (TensorFlow reports only its own error).
+        self.error: Exception | None = None
         self.epoch_rows: list[int] = []
         self.epoch_ids: list[np.ndarray] = []
 
@@ -301,8 +303,12 @@ class ShardStream:
         def blocks() -> Iterator[tuple[np.ndarray, np.ndarray, np.int64]]:
             # Runs when an iterator starts, after its GeneratorDataset kernel was built (see below).
             restore_malloc_thresholds()
-            for x, y, size in self.epoch_blocks():
-                yield x.reshape(len(x), *shape), y.astype(label_dtype.as_numpy_dtype, copy=False), np.int64(size)
+            try:
+                for x, y, size in self.epoch_blocks():
+                    yield x.reshape(len(x), *shape), y.astype(label_dtype.as_numpy_dtype, copy=False), np.int64(size)
+            except Exception as exc:
+                self.error = exc
+                raise
 
         def split(x, y, size):  # (k·b, ...) -> k batches of b rows
             batches_x = tf.reshape(x, tf.concat([[-1, size], tf.constant(shape, tf.int64)], axis=0))

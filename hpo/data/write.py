@@ -198,7 +198,7 @@ def split_dataset(url: str, train_url: str, validation_url: str, fraction: float
     """Splits a dataset into seeded train/validation datasets, keeping columns, row ids and feature shapes.
 
     Args:
-        url: Source dataset (``file://``).
+        url: Source dataset (``file://``, ``s3://``, ``gs://``).
         train_url: Destination of the training part.
         validation_url: Destination of the validation part (``round(rows × fraction)`` rows, at least 1).
         fraction: Share of rows that go to validation.
@@ -207,7 +207,10 @@ def split_dataset(url: str, train_url: str, validation_url: str, fraction: float
     Returns:
         ``(train_url, validation_url)``.
     """
-    table = pq.read_table(url_to_path(url))
+    from hpo.data.fs import filesystem, parquet_files
+
+    fs, path = filesystem(url, "data.train")
+    table = pq.read_table(parquet_files(fs, path), filesystem=fs)
     shapes = declared_shapes(table.schema)
     if ROW_ID not in table.column_names:
         table = table.append_column(ROW_ID, pa.array(np.arange(len(table), dtype=np.int64)))

@@ -12,7 +12,15 @@ from __future__ import annotations
 from hpo.search.budget import TIME_ATTR, planned_trials, tune_num_samples
 from hpo.search.goal import GoalStopper, build_stopper
 from hpo.search.schedulers import SCHEDULERS, BootstrapASHA, FinishingHyperBand, build_scheduler
-from hpo.search.searchers import SAMPLERS, SEARCHERS, CappedGrid, DurableOptunaSearch, build_searcher, study_url
+from hpo.search.searchers import (
+    SAMPLERS,
+    SEARCHERS,
+    CappedGrid,
+    DurableOptunaSearch,
+    build_searcher,
+    close_study,
+    study_url,
+)
 from hpo.search.space import SearchSpace
 from hpo.search.warmstart import previous_best, seed_study
 
@@ -30,6 +38,7 @@ __all__ = [
     "build_scheduler",
     "build_searcher",
     "build_stopper",
+    "close_study",
     "planned_trials",
     "previous_best",
     "seed_study",

@@ -60,6 +60,29 @@ def study_url(sweep_dir: Path) -> str:
     return f"sqlite:///{sweep_dir / 'optuna.db'}"
 
 
+def close_study(config: SweepConfig, sweep_dir: Path) -> int:
+    """Ends the trials a finished sweep's study still has RUNNING, as FAIL; returns how many.
+
+    Once Tune has ended every trial, a RUNNING trial in the study is one Optuna handed out that Tune never
+    recorded: the driver was killed between the two (the study is written at once, Tune's state every few
+    seconds), and the resumed sweep asked again. Left RUNNING, it would look like a live trial to
+    optuna-dashboard and to a warm start.
+    """
+    path = sweep_dir / "optuna.db"
+    if config.search.algorithm == "grid" or not path.is_file():
+        return 0
+    import optuna
+
+    try:
+        study = optuna.load_study(study_name=config.name, storage=study_url(sweep_dir))
+    except KeyError:
+        return 0
+    lost = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.RUNNING]
+    for trial in lost:
+        study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+    return len(lost)
+
+
 def _grid(config: SweepConfig, sweep_dir: Path, resume: bool, warm: WarmPoints, warm_mode: WarmStartMode) -> Any:
     return CappedGrid(config.search.max_trials, random_state=config.search.seed)
 

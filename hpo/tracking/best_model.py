@@ -11,32 +11,47 @@ saves ``data/model.keras`` and records ``keras_module = tensorflow.keras``. Load
 from __future__ import annotations
 
 import math
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 from hpo import _env
+from hpo.storage import Storage
 from hpo.trial.protocol import TrialRow
 
 #: Artifact name of the model on the parent run.
 MODEL_NAME = "model"
+#: The model file a trial's final checkpoint holds (and its copy on the driver).
+MODEL_FILE = "model.keras"
 #: Rows of validation data used to infer the signature (no input example: MLflow would run the model on
 #: it to validate it, printing Keras progress bars).
 SAMPLE_ROWS = 5
 
 
-def pick_model_trial(rows: list[TrialRow], mode: str) -> tuple[TrialRow, Path] | None:
-    """The best completed trial whose final checkpoint holds ``model.keras`` (never a diverged one)."""
-    candidates = []
-    for row in rows:
-        if row.metric is None or not row.checkpoint or row.status != "completed":
-            continue
-        path = Path(row.checkpoint) / "model.keras"
-        if path.is_file():
-            candidates.append((row, path))
-    if not candidates:
-        return None
-    pick = max if mode == "max" else min
-    return pick(candidates, key=lambda c: c[0].metric)
+def pick_model_trial(rows: list[TrialRow], mode: str, storage: Storage, dest: Path) -> tuple[TrialRow, Path] | None:
+    """The best completed trial whose final checkpoint holds ``model.keras`` (never a diverged one).
+
+    The checkpoint is read through Ray's checkpoint API from wherever the storage keeps it (a local
+    directory, a shared mount, object storage), and its model is copied to ``dest/model.keras`` on the
+    driver, where the (possibly spooled) MLflow write finds it.
+
+    Returns:
+        ``(row, path of the local model.keras)``, or None if no completed trial left a model.
+    """
+    candidates = [r for r in rows if r.metric is not None and r.checkpoint and r.status == "completed"]
+    candidates.sort(key=lambda r: r.metric, reverse=mode == "max")
+    for row in candidates:
+        with storage.open_checkpoint(row.checkpoint).as_directory() as directory:
+            model = Path(directory) / MODEL_FILE
+            if not model.is_file():
+                continue
+            dest.mkdir(parents=True, exist_ok=True)
+            tmp = dest / f".{MODEL_FILE}.tmp"
+            shutil.copyfile(model, tmp)
+            os.replace(tmp, dest / MODEL_FILE)
+        return row, dest / MODEL_FILE
+    return None
 
 
 def sample_features(url: str, column: str, rows: int = SAMPLE_ROWS) -> Any:
@@ -44,9 +59,11 @@ def sample_features(url: str, column: str, rows: int = SAMPLE_ROWS) -> Any:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from hpo.data import url_to_path
+    from hpo.data import filesystem, parquet_files
 
-    table = pq.read_table(url_to_path(url), columns=[column]).slice(0, rows)
+    fs, path = filesystem(url)
+    with fs.open(parquet_files(fs, path)[0], "rb") as f:
+        table = pq.ParquetFile(f).read_row_group(0, columns=[column]).slice(0, rows)
     return np.asarray(table.column(column).to_pylist(), dtype=np.float32)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hpo.config import SweepConfig
+from hpo.storage import Storage
 from hpo.tracking import best_model
 from hpo.tracking.nesting import MlflowNesting
 from hpo.tracking.outbox import SPOOL_NAME, update_summary
@@ -62,6 +63,7 @@ class MlflowTracker:
         artifact_root: Artifact root for a new experiment in a local store.
         resume: Reopen the parent run of an interrupted sweep (from its state file) instead of a new one.
         sample: ``(validation URL, features column)``: rows for the registered model's signature.
+        storage: Where the trials' checkpoints are (the best model is read from there).
     """
 
     def __init__(
@@ -72,8 +74,11 @@ class MlflowTracker:
         artifact_root: Path,
         resume: bool,
         sample: tuple[str, str],
+        storage: Storage,
     ) -> None:
         self.config = config
+        self.storage = storage
+        self.sweep_dir = sweep_dir
         self.uri = normalize_uri(config.tracking.mlflow_uri)
         self.sample = sample
         state = sweep_dir / STATE_FILE
@@ -144,7 +149,7 @@ class MlflowTracker:
     def _close_parent(self, rows: list[TrialRow], best: TrialRow | None, goal: dict[str, Any] | None) -> None:
         """Logs the best finished trial's model (registered under the sweep name), the final best and the goal."""
         config, outbox = self.config, self.outbox
-        picked = best_model.pick_model_trial(rows, config.objective.mode)
+        picked = best_model.pick_model_trial(rows, config.objective.mode, self.storage, self.sweep_dir / "best_model")
         if picked is not None:
             row, path = picked
             outbox.log_model(str(path), self.sample[0], self.sample[1], config.name, row.trial_id)

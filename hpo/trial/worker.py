@@ -238,16 +238,24 @@ def run_worker(
     if resume:
         model.set_weights(resume["weights"])
     callbacks, synced = _callbacks(spec, hvd, channel, rank, resume, hyper["steps_per_epoch"])
-    model.fit(
-        train.dataset(),
-        steps_per_epoch=hyper["steps_per_epoch"],
-        validation_data=val.dataset(),
-        validation_steps=hyper["validation_steps"],
-        epochs=spec.max_epochs,
-        initial_epoch=initial_epoch,
-        callbacks=callbacks,
-        verbose=0,
-    )
+    try:
+        model.fit(
+            train.dataset(),
+            steps_per_epoch=hyper["steps_per_epoch"],
+            validation_data=val.dataset(),
+            validation_steps=hyper["validation_steps"],
+            epochs=spec.max_epochs,
+            initial_epoch=initial_epoch,
+            callbacks=callbacks,
+            verbose=0,
+        )
+    except Exception as exc:
+        # A failure in the input pipeline reaches fit as TensorFlow's "[[IteratorGetNext]]" error; the
+        # user needs the Python exception behind it (e.g. FileNotFoundError and the path).
+        inner = train.error or val.error
+        if inner is None:
+            raise
+        raise inner from exc
     return _result(rank, size, keras, model, initial_epoch, train, with_model=rank == 0 and not synced.requested)
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from hpo.cli.main import _no_best
 from hpo.search.searchers import DurableOptunaSearch
+from hpo.storage import Storage
 from hpo.summary import best_row
 from hpo.tracking.best_model import pick_model_trial
 from hpo.trial.protocol import DIVERGED_KEY, FINISHED_KEY, TrialRow, stop_reason, trial_status
@@ -29,9 +30,10 @@ def test_a_diverged_trial_is_never_the_best_or_the_registered_model(tmp_path):
         (tmp_path / name / "model.keras").write_bytes(b"model")
     rows = [row("a", "diverged", 0.99, str(tmp_path / "a")), row("b", "completed", 0.5, str(tmp_path / "b"))]
     assert best_row(rows, "max").trial_id == "b"
-    picked, path = pick_model_trial(rows, "max")
-    assert picked.trial_id == "b" and path == tmp_path / "b" / "model.keras"
-    assert best_row([rows[0]], "max") is None and pick_model_trial([rows[0]], "max") is None
+    storage, dest = Storage.parse(tmp_path), tmp_path / "best"
+    picked, path = pick_model_trial(rows, "max", storage, dest)
+    assert picked.trial_id == "b" and path == dest / "model.keras" and path.read_bytes() == b"model"
+    assert best_row([rows[0]], "max") is None and pick_model_trial([rows[0]], "max", storage, dest) is None
 
 
 def test_why_a_sweep_has_no_best():

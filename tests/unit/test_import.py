@@ -40,7 +40,7 @@ LAYERS = [
     {"preflight", "summary", "ray_session", "progress", "rerun"},
     {"search", "trial", "tracking", "cluster"},
     {"data", "models", "compat"},
-    {"config", "objective", "options", "errors", "_env", "trial.protocol"},
+    {"config", "objective", "options", "storage", "errors", "_env", "trial.protocol"},
 ]
 
 

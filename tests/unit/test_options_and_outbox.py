@@ -8,7 +8,7 @@ import pytest
 
 import hpo
 from hpo.errors import ConfigError
-from hpo.options import RunOptions, WarmStart
+from hpo.options import RunOptions, Storage, WarmStart
 from hpo.tracking import free_port
 from hpo.tracking.outbox import Outbox
 from hpo.tracking.transport import TrackingError, is_connection_error
@@ -27,7 +27,8 @@ def test_an_unknown_warm_start_mode_is_a_config_error_not_a_silent_default():
 def test_run_options_are_frozen_and_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     options = RunOptions("runs", warm_start=WarmStart.from_flags("daily", 2))
-    assert options.storage == tmp_path / "runs" and options.sweep_dir("s") == tmp_path / "runs" / "s"
+    assert options.storage == Storage("local", str(tmp_path / "runs"), (), tmp_path / "runs")
+    assert options.sweep_dir("s") == tmp_path / "runs" / "s"
     assert options.warm_start == WarmStart("daily", 2, "prior")
     assert options.warm_start.summary_path(options.storage) == tmp_path / "runs" / "daily" / "summary.json"
     assert options.warm_start.for_partition("eu").source == "daily-eu"

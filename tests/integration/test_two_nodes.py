@@ -1,0 +1,290 @@
+"""Two Ray nodes that do not share a disk, as on any cluster ``ray up`` starts, with object storage.
+
+The head has no CPUs (every trial runs on the second node); the second node runs in its own mount
+namespace with a tmpfs over the head's working directory, so it cannot see anything the driver writes
+locally (``unshare --mount``; needs root). The storage is a real S3 endpoint (moto's server). Every port
+is explicit, Ray's token authentication stays on, and every process is stopped by its PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+import yaml
+
+from hpo.data import write_dataset
+from hpo.tracking import free_port
+from tests.conftest import ROOT
+from tests.integration.s3 import MotoServer
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+RAY = str(Path(sys.executable).with_name("ray"))
+SMALL = ROOT / "tests" / "integration" / "sweeps" / "small.yaml"
+WORKER_CPUS = 2
+
+
+@dataclass
+class TwoNodes:
+    """A head (0 CPUs) and a worker node that cannot see ``disk``, the driver's working directory."""
+
+    address: str
+    disk: Path
+    moto: MotoServer
+    bucket: str
+    procs: list[subprocess.Popen]
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ, **self.moto.env(),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        }
+
+    def hpo(self, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "hpo.cli.main", *args], cwd=self.disk, capture_output=True,
+                              text=True, timeout=timeout, env=self.env())
+
+
+def _ports(prefix: str) -> list[str]:
+    """Every port a Ray node would otherwise pick at random, explicit."""
+    low = free_port()
+    return [
+        f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
+        f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+        f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
+        f"--min-worker-port={low + 1 if prefix == 'head' else low + 301}",
+        f"--max-worker-port={low + 300 if prefix == 'head' else low + 600}",
+    ]  # fmt: skip
+
+
+def _stop(procs: list[subprocess.Popen], temp_dir: Path) -> None:
+    """SIGKILLs the node processes and everything under them, by PID (never ``ray stop``)."""
+    victims = []
+    for proc in procs:
+        try:
+            victims += [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            continue
+    for proc in psutil.process_iter(["cmdline"]):  # re-parented Ray workers of these nodes
+        try:
+            if str(temp_dir) in " ".join(proc.info["cmdline"] or []) and proc not in victims:
+                victims.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    for victim in victims:
+        try:
+            victim.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(victims, timeout=15)
+
+
+def _wait_for_nodes(env: dict[str, str], address: str, count: int, procs: list[subprocess.Popen]) -> None:
+    probe = (
+        "import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False);"
+        "print(sum(1 for n in ray.nodes() if n['Alive']))"
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if any(p.poll() is not None for p in procs):
+            break
+        out = subprocess.run([sys.executable, "-c", probe, address], capture_output=True, text=True, env=env,
+                             timeout=60)
+        if out.returncode == 0 and out.stdout.strip().splitlines()[-1:] == [str(count)]:
+            return
+        time.sleep(1)
+    raise RuntimeError(f"{count} Ray nodes did not come up")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[TwoNodes]:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare (util-linux) to give the second node a mount namespace of its own")
+    root = tmp_path_factory.mktemp("two-nodes")
+    disk = root / "head-disk"
+    disk.mkdir()
+    moto = MotoServer(root / "moto.log").start()
+    temp_dir = Path(tempfile.mkdtemp(prefix="hpo-2n-", dir="/tmp"))  # short: Ray's socket paths are limited
+    port = free_port()
+    env = {**os.environ, **moto.env(), "RAY_USAGE_STATS_ENABLED": "0", "TF_USE_LEGACY_KERAS": "1",
+           "RAY_DISABLE_PYARROW_VERSION_CHECK": "1"}
+    env.pop("RAY_AUTH_MODE", None)
+    common = ["--block", "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}", "--disable-usage-stats"]
+    head_cmd = [RAY, "start", "--head", f"--port={port}", "--num-cpus=0", "--num-gpus=0",
+                f"--ray-client-server-port={free_port()}", f"--dashboard-port={free_port()}",
+                "--include-dashboard=false", *common, *_ports("head")]
+    worker = " ".join([RAY, "start", f"--address=127.0.0.1:{port}", f"--num-cpus={WORKER_CPUS}", "--num-gpus=0",
+                       *common, *_ports("worker")])
+    # The second node: its own mount namespace, where the head's disk is an empty tmpfs.
+    worker_cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                  f"mount -t tmpfs hpo-other-disk {disk} && exec {worker}"]
+    procs: list[subprocess.Popen] = []
+    logs = [(root / "head.log").open("w"), (root / "worker.log").open("w")]
+    try:
+        procs.append(subprocess.Popen(head_cmd, env=env, stdout=logs[0], stderr=subprocess.STDOUT,
+                                      start_new_session=True))
+        _wait_for_nodes(env, f"127.0.0.1:{port}", 1, procs)
+        procs.append(subprocess.Popen(worker_cmd, env=env, stdout=logs[1], stderr=subprocess.STDOUT,
+                                      start_new_session=True))
+        _wait_for_nodes(env, f"127.0.0.1:{port}", 2, procs)
+        yield TwoNodes(f"127.0.0.1:{port}", disk, moto, moto.bucket("team-sweeps"), procs)
+    except RuntimeError as exc:
+        pytest.fail(f"{exc}: {(root / 'head.log').read_text()[-2000:]} {(root / 'worker.log').read_text()[-2000:]}")
+    finally:
+        _stop(procs, temp_dir)
+        moto.stop()
+        for log in logs:
+            log.close()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    assert all(p.poll() is not None for p in procs)
+
+
+def sweep_file(cluster: TwoNodes, name: str, **data: object) -> str:
+    sweep = yaml.safe_load(SMALL.read_text())
+    sweep["name"] = name
+    sweep["data"] = data or sweep["data"]
+    sweep["search"].update(num_samples=4, max_concurrent=1)
+    sweep["trial"].update(max_epochs=3, cpus_per_worker=1)
+    sweep["tracking"] = {"mlflow_uri": f"sqlite:///{cluster.disk}/mlflow.db"}
+    (cluster.disk / f"{name}.yaml").write_text(yaml.safe_dump(sweep))
+    return f"{name}.yaml"
+
+
+def test_the_worker_node_cannot_see_the_drivers_disk(cluster):
+    (cluster.disk / "marker").write_text("head only")
+    import ray
+
+    # A zero-CPU task may land on either node: pin one to every node and ask each whether it sees the file.
+    probe = (
+        "import ray, sys, os\n"
+        "from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as A\n"
+        "ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False)\n"
+        "f = ray.remote(num_cpus=0)(lambda p: os.path.exists(p))\n"
+        "print(sorted(ray.get([f.options(scheduling_strategy=A(n['NodeID'], soft=False)).remote(sys.argv[2])"
+        " for n in ray.nodes() if n['Alive']])))\n"
+    )
+    del ray
+    out = subprocess.run([sys.executable, "-c", probe, cluster.address, str(cluster.disk / "marker")],
+                         capture_output=True, text=True, env=cluster.env(), timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "[False, True]", out.stderr[-2000:]
+
+
+def test_a_local_storage_is_refused_before_any_trial(cluster):
+    name = sweep_file(cluster, "local-storage")
+    proc = cluster.hpo("tune", name, "--address", cluster.address, "--storage", str(cluster.disk / "runs"))
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {name}: --storage: {cluster.disk / 'runs'} is a directory")
+    assert "s3://bucket/prefix" in lines[0]
+    assert not list((cluster.disk / "runs").glob("local-storage/hpo_trial_*"))  # no trial started
+
+
+def _final_models(cluster: TwoNodes, name: str) -> list[str]:
+    return [k for k in cluster.moto.keys(cluster.bucket, f"runs/{name}/") if k.endswith("/model.keras")]
+
+
+def test_sweep_killed_and_resumed_on_two_nodes_with_s3_storage(cluster):
+    name = sweep_file(cluster, "two-nodes")
+    storage = f"s3://{cluster.bucket}/runs"
+    cmd = [sys.executable, "-m", "hpo.cli.main", "tune", name, "--address", cluster.address, "--storage", storage]
+    first = subprocess.Popen(cmd, cwd=cluster.disk, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=cluster.env(), start_new_session=True)
+    try:
+        deadline = time.time() + 400
+        while time.time() < deadline and first.poll() is None and len(_final_models(cluster, "two-nodes")) < 2:
+            time.sleep(1)
+        assert first.poll() is None, f"the sweep ended before it could be killed: {first.stdout.read()[-3000:]}"
+        time.sleep(2.5)  # Tune saves its experiment state every few seconds
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    finished_before = {k.split("/")[2] for k in _final_models(cluster, "two-nodes")}
+
+    second = subprocess.run([*cmd, "--resume"], cwd=cluster.disk, capture_output=True, text=True, timeout=600,
+                            env=cluster.env())
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    state = next((cluster.disk / "hpo_runs" / "_shared").glob("s3-*")) / "two-nodes"
+    summary = json.loads((state / "summary.json").read_text())
+    trials = summary["trials"]
+    assert len(trials) == 4 and len({t["trial_id"] for t in trials}) == 4
+    assert {t.split("_", 2)[-1].split("_")[0] for t in finished_before} <= {t["trial_id"] for t in trials}
+    assert all(t["status"] in ("completed", "stopped_early") for t in trials), trials
+    assert summary["best"] is not None
+    # The bucket holds the sweep complete: Tune's state, checkpoints, the data hpo wrote, the driver's copy.
+    keys = cluster.moto.keys(cluster.bucket, "runs/")
+    assert "runs/two-nodes/_driver/summary.json" in keys
+    assert any(k.startswith("runs/_data/digits-") and k.endswith(".parquet") for k in keys)
+
+    # The Optuna study was told how every trial ended; none is left RUNNING (one handed out just before the
+    # kill, which Tune never recorded, is closed as FAIL).
+    with sqlite3.connect(state / "optuna.db") as db:
+        states = dict(db.execute("select state, count(*) from trials group by state").fetchall())
+    assert states.get("COMPLETE", 0) + states.get("PRUNED", 0) == 4 and "RUNNING" not in states, states
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=summary["mlflow"]["uri"])
+    experiment = summary["mlflow"]["experiment_id"]
+    parents = client.search_runs([experiment], filter_string="tags.hpo.kind = 'sweep'")
+    assert [p.info.run_id for p in parents] == [summary["mlflow"]["parent_run_id"]]  # no second parent
+    children = client.search_runs(
+        [experiment], filter_string=f"tags.mlflow.parentRunId = '{summary['mlflow']['parent_run_id']}'"
+    )
+    live = [c for c in children if c.data.tags.get("hpo.status") != "lost"]
+    assert sorted(c.data.tags["hpo.trial_id"] for c in live) == sorted(t["trial_id"] for t in trials)
+    by_id = {t["trial_id"]: t for t in trials}
+    for run in live:
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
+        epochs = by_id[run.data.tags["hpo.trial_id"]]["epochs"]
+        assert steps == list(range(1, epochs + 1)), (run.data.tags["hpo.trial_id"], steps)  # each epoch once
+
+    from hpo import _env
+
+    _env.apply()
+    import mlflow
+
+    mlflow.set_tracking_uri(summary["mlflow"]["uri"])
+    model = mlflow.pyfunc.load_model(f"models:/two-nodes/{summary['mlflow']['model']['version']}")
+    assert np.asarray(model.predict(np.zeros((2, 64), dtype=np.float32))).shape == (2, 10)
+
+
+def test_sweep_of_a_users_dataset_in_s3_on_two_nodes(cluster, tmp_path):
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    local = tmp_path / "digits"
+    write_dataset(((digits.data / 16).astype(np.float32), digits.target), f"file://{local}")
+    for file in local.iterdir():
+        cluster.moto.client().upload_file(str(file), cluster.bucket, f"data/digits/{file.name}")
+    name = sweep_file(cluster, "user-data", train=f"s3://{cluster.bucket}/data/digits", validation_fraction=0.2)
+    proc = cluster.hpo("tune", name, "--address", cluster.address, "--storage", f"s3://{cluster.bucket}/runs")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    path = [line for line in proc.stdout.splitlines() if line.startswith("summary: ")][-1].split(": ", 1)[1]
+    summary = json.loads(Path(path).read_text())
+    assert len(summary["trials"]) == 4 and summary["best"] is not None
+    assert all(t["checkpoint"].startswith(f"s3://{cluster.bucket}/runs/user-data/") for t in summary["trials"])
+    keys = cluster.moto.keys(cluster.bucket, "runs/_data/user-data/")
+    assert any(k.startswith("runs/_data/user-data/train/") for k in keys)
+    assert any(k.startswith("runs/_data/user-data/validation/") for k in keys)
+    # Another driver with nothing on its disk reads the sweep back from the bucket.
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    report = subprocess.run([sys.executable, "-m", "hpo.cli.main", "report", "user-data", "--storage",
+                             f"s3://{cluster.bucket}/runs"], cwd=other, capture_output=True, text=True,
+                            env=cluster.env(), timeout=120)
+    assert report.returncode == 0 and summary["best"]["trial_id"] in report.stdout, report.stderr[-2000:]
