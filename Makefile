@@ -4,30 +4,41 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.hpo-installed
+DEV_STAMP := $(VENV)/.hpo-dev-installed
+DEPS := pyproject.toml requirements/stack.txt patches/horovod-0.28.1.patch patches/petastorm-0.13.1.patch \
+	scripts/install.sh scripts/install_horovod.sh scripts/install_petastorm.sh scripts/cuda.sh
 export MAKEFLAGS := -j2
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install install-dev demo test test-fast lint bench clean
 
+# The stack a sweep needs (what `make demo` and the cluster image install).
 install: $(STAMP)
 
-$(STAMP): pyproject.toml requirements/stack.txt requirements/dev.txt patches/horovod-0.28.1.patch patches/petastorm-0.13.1.patch scripts/install.sh scripts/install_horovod.sh scripts/install_petastorm.sh
+$(STAMP): $(DEPS)
 	VENV=$(VENV) PYTHON=$(PYTHON) bash scripts/install.sh
 	touch $(STAMP)
+
+# Plus what the tests need: pytest, ruff, moto's S3 server, torch (optuna-gp), Debian's chromium.
+install-dev: $(DEV_STAMP)
+
+$(DEV_STAMP): $(DEPS) requirements/dev.txt
+	VENV=$(VENV) PYTHON=$(PYTHON) HPO_DEV=1 bash scripts/install.sh
+	touch $(STAMP) $(DEV_STAMP)
 
 demo: install
 	$(BIN)/hpo tune search_spaces/digits_mlp.yaml --overwrite
 
-test: install
+test: install-dev
 	$(BIN)/python -m pytest -q --durations=25
 
-test-fast: install
+test-fast: install-dev
 	$(BIN)/python -m pytest -q tests/unit
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check hpo tests benchmarks
 
-bench: install
+bench: install-dev
 	$(BIN)/python benchmarks/overhead.py
 	$(BIN)/python benchmarks/scaling.py
 	$(BIN)/python benchmarks/search.py

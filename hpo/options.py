@@ -55,8 +55,14 @@ class WarmStart:
         return cls(source, k, mode) if source else None  # type: ignore[arg-type]
 
     def summary_path(self, storage: Storage | Path | str) -> Path:
-        """The previous sweep's ``summary.json``: the path given, or ``STORAGE/SOURCE/summary.json``."""
-        return Path(self.source) if self.source.endswith(".json") else summary_path(storage, self.source)
+        """The previous sweep's ``summary.json``: the path given, or sweep SOURCE's in the storage."""
+        if self.source.endswith(".json"):
+            return Path(self.source)
+        storage = Storage.parse(storage)
+        path = summary_path(storage, self.source)
+        if not path.is_file():
+            storage.pull_state(self.source)  # a sweep another driver ran, with a shared storage
+        return path
 
     def for_partition(self, label: str) -> WarmStart:
         """Partition ``label`` of a partitioned sweep warm-starts from ``SOURCE-label`` (a path is kept)."""

@@ -18,7 +18,7 @@ from hpo.errors import ConfigError
 from hpo.objective import best_value, configuration_key, reaches_goal, repeats_reach_goal
 from hpo.options import summary_path
 from hpo.storage import Storage, checkpoint_uri
-from hpo.trial.protocol import REPEAT_KEY, SCORED_STATUSES, TrialRow, epochs_of, trial_status
+from hpo.trial.protocol import REPEAT_KEY, SCORED_STATUSES, TrialRow, epochs_of, error_line, trial_status
 
 
 @dataclass
@@ -151,18 +151,6 @@ def build_summary(
     if goal is not None:
         summary["goal"] = goal
     return summary
-
-
-def error_line(error: BaseException) -> str:
-    """A failed trial's error as one line of at most 500 characters.
-
-    The worker's own exception (``FileNotFoundError: …``), without the wrappers Ray and hpo put around it.
-    """
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    line = lines[-1] if lines else type(error).__name__
-    for wrapper in ("hpo.errors.TrialFailed: ", "TrialFailed: "):
-        line = line.removeprefix(wrapper)
-    return line[:500]
 
 
 def failure_line(exc: BaseException) -> str:

@@ -64,11 +64,21 @@ def run_sweep(
             results = tuner.fit()
     except Exception as exc:
         tracker.fail()
+        options.storage.push_state(config.name)
         stop_ray(started_ray)
         raise SweepAborted(f"sweep '{config.name}' stopped: {failure_line(exc)}") from exc
+    path, summary = _write_up(config, options, results, tracker, started)
+    stop_ray(started_ray)
+    return TuneResult.from_summary(summary, path)
+
+
+def _write_up(
+    config: SweepConfig, options: RunOptions, results: Any, tracker: Any, started: float
+) -> tuple[Path, dict[str, Any]]:
+    """Closes the study and the MLflow runs, writes ``summary.json`` and copies the driver state to the storage."""
     from hpo.search import close_study
 
-    close_study(config, sweep_dir)  # a trial handed out just before a crash was never run
+    close_study(config, options.sweep_dir(config.name))  # a trial handed out just before a crash never ran
     rows = trial_rows(results, config, tracker.run_ids())
     goal = goal_status(config, rows) if config.objective.goal is not None else None
     summary = build_summary(config, rows, tracker.summary_section(), time.time() - started, goal)
@@ -82,8 +92,7 @@ def run_sweep(
     path = summary_path(options.storage, config.name)
     write_summary(path, summary)
     options.storage.push_state(config.name)
-    stop_ray(started_ray)
-    return TuneResult.from_summary(summary, path)
+    return path, summary
 
 
 def _report_finished(path: Path, options: RunOptions) -> TuneResult:

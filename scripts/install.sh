@@ -13,15 +13,27 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 TF_CPP_MIN_LOG_LEVEL=3
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 pip="$venv/bin/python -m pip"
 $pip install --quiet --upgrade "pip>=24" wheel
+# shellcheck source=scripts/cuda.sh
+source "$root/scripts/cuda.sh"
 echo "installing the pinned stack (requirements/stack.txt)"
-$pip install --quiet -r requirements/stack.txt -r requirements/dev.txt
+$pip install --quiet -r requirements/stack.txt
+if hpo_has_cuda; then
+  # A GPU node: TensorFlow's CUDA libraries (cuDNN, cuBLAS, NCCL …) as pip wheels, at the pinned version.
+  echo "CUDA found: installing tensorflow[and-cuda]"
+  $pip install --quiet -c requirements/stack.txt "tensorflow[and-cuda]==2.21.0"
+fi
 $pip install --quiet --no-deps -e .
 VENV="$venv" bash scripts/install_petastorm.sh
 VENV="$venv" bash scripts/install_horovod.sh
-# Optuna's GPSampler (search.algorithm: optuna-gp) needs torch; torch 2.13 (CPU build) declares
-# setuptools>=77 while Petastorm 0.13.1 declares setuptools<70. Neither imports setuptools at run time,
-# so torch is installed on its own and setuptools is put back to the version Petastorm declares.
-if ! "$venv/bin/python" -c "import torch" >/dev/null 2>&1; then
+if [ "${HPO_DEV:-0}" = 1 ]; then
+  echo "installing the test tools (requirements/dev.txt)"
+  $pip install --quiet -c requirements/stack.txt -r requirements/dev.txt
+fi
+# Optuna's GPSampler (search.algorithm: optuna-gp) needs torch: installed for the tests (HPO_DEV=1) or
+# on request (HPO_WITH_GP=1); without it, optuna-gp sweeps stop in preflight saying how to install it.
+# torch 2.13 (CPU build) declares setuptools>=77 while Petastorm 0.13.1 declares setuptools<70. Neither
+# imports setuptools at run time, so torch is installed on its own and setuptools is put back.
+if [ "${HPO_DEV:-0}${HPO_WITH_GP:-0}" != 00 ] && ! "$venv/bin/python" -c "import torch" >/dev/null 2>&1; then
   echo "installing torch 2.13.0 (CPU) for optuna-gp"
   $pip install --quiet torch==2.13.0 2>&1 | grep -v "dependency resolver\|requires setuptools\|has requirement" || true
   $pip install --quiet setuptools==69.5.1 2>&1 | grep -v "dependency resolver\|requires setuptools\|has requirement" || true
@@ -29,7 +41,7 @@ if ! "$venv/bin/python" -c "import torch" >/dev/null 2>&1; then
 fi
 # The MLflow UI browser test drives Debian's headless chromium: install it where we can (root + apt);
 # elsewhere that one test skips and says why.
-if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+if [ "${HPO_DEV:-0}" = 1 ] && ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing Debian's chromium (for the MLflow UI browser test)"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi

@@ -8,6 +8,17 @@ py=$venv/bin/python
 patch_file=$root/patches/horovod-0.28.1.patch
 cache=${HPO_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hpo/wheels}
 key=$(sha256sum "$patch_file" | cut -c1-12)
+# GPU nodes (CUDA present, see scripts/cuda.sh): allreduce over NCCL; CPU nodes: Gloo only.
+# shellcheck source=scripts/cuda.sh
+source "$root/scripts/cuda.sh"
+if hpo_has_cuda; then
+  flavour=nccl
+  gpu_flags=(HOROVOD_GPU_OPERATIONS=NCCL)
+else
+  flavour=cpu
+  gpu_flags=()
+fi
+key=$key-$flavour
 wheel_dir=$cache/horovod-0.28.1-$key
 # Which patch the venv's Horovod was built with: a changed patch means a rebuild, not "already installed".
 marker=$venv/.horovod-patch-$key
@@ -26,7 +37,7 @@ fi
 if ! ls "$wheel_dir"/horovod-0.28.1-*.whl >/dev/null 2>&1; then
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
-  echo "building horovod 0.28.1 from sdist with $(basename "$patch_file") (about 2 minutes)"
+  echo "building horovod 0.28.1 ($flavour) from sdist with $(basename "$patch_file") (about 2 minutes)"
   "$py" -m pip download --quiet --no-deps --no-binary :all: horovod==0.28.1 -d "$work"
   tar xzf "$work"/horovod-0.28.1.tar.gz -C "$work"
   (cd "$work/horovod-0.28.1" && patch -p1 --quiet < "$patch_file")
@@ -34,8 +45,8 @@ if ! ls "$wheel_dir"/horovod-0.28.1-*.whl >/dev/null 2>&1; then
   (
     cd "$work/horovod-0.28.1"
     export PATH="$venv/bin:$PATH"
-    HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
-      HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=${MAKEFLAGS:--j2} \
+    env HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
+      HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="${MAKEFLAGS:--j2}" "${gpu_flags[@]}" \
       "$py" -m pip wheel --quiet --no-build-isolation --no-deps . -w "$wheel_dir"
   )
 fi

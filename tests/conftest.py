@@ -40,6 +40,18 @@ def hpo_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(["hpo", *args], result.exit_code, result.stdout, result.stderr)
 
 
+def ensure_ray_token(ray_cli: str) -> None:
+    """Makes Ray's default auth token (``~/.ray/auth_token``) if the machine has none yet.
+
+    A head started by ``ray start`` on a machine without a token generates one itself; made once up front,
+    every node, driver and probe of a test cluster presents the same token from its first call.
+    """
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return
+    if not (Path.home() / ".ray" / "auth_token").exists():
+        subprocess.run([ray_cli, "get-auth-token", "--generate"], check=True, capture_output=True, timeout=60)
+
+
 def base_sweep(**changes: Any) -> dict[str, Any]:
     """A small valid sweep as a mapping; ``changes`` replace top-level sections."""
     sweep: dict[str, Any] = {

@@ -213,6 +213,9 @@ class TrialConfig(FrozenModel):
     max_failures: int = Field(default=1, ge=0)
     #: CPU workers with whole CPUs claim that many free cores of their node and run only on them.
     pin_cpus: bool = True
+    #: Checkpoint every epoch (a failed or paused trial resumes from its last one; while one is still being
+    #: written, epochs go on without one). False: only the final checkpoint, with the model.
+    checkpoint_every_epoch: bool = True
     #: ``horovod`` trains for real; ``simulated`` replays synthetic learning curves without TensorFlow or
     #: Horovod (tests of search and scheduling; no model is trained or registered).
     backend: Literal["horovod", "simulated"] = "horovod"

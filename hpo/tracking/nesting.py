@@ -19,6 +19,7 @@ from hpo.trial.protocol import (
     EFFECTIVE_KEYS,
     REPEAT_KEY,
     epochs_of,
+    error_line,
     finished,
     stop_reason,
     trial_status,
@@ -121,8 +122,8 @@ class MlflowNesting(Callback):
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """Tags the run failed, with the error's last line, and closes it."""
-        reason = str(getattr(trial, "error_msg", None) or "trial failed").strip().splitlines()
-        self._finish(trial, "FAILED", {"hpo.status": "failed", "hpo.stop_reason": (reason[-1] if reason else "")[:500]})
+        reason = error_line(getattr(trial, "error_msg", None) or "trial failed")
+        self._finish(trial, "FAILED", {"hpo.status": "failed", "hpo.stop_reason": reason})
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         """Closes the runs of trials Tune stopped with the whole sweep (time budget, goal), which it does not report.

@@ -58,10 +58,25 @@ class Channel:
     def __init__(self) -> None:
         self.messages: list[Message] = []
         self.stop_requested = False
+        self.checkpoint_busy = False
 
     def put(self, message: Message) -> None:
-        """Queues one message from rank 0."""
+        """Queues one message from rank 0 (one that carries weights makes the checkpoint slot busy)."""
         self.messages.append(message)
+        if getattr(getattr(message, "checkpoint", None), "weights", None) is not None:
+            self.checkpoint_busy = True
+
+    def checkpoint_wanted(self) -> bool:
+        """True if the driver has persisted the last checkpoint it got (rank 0 may hand over the next one).
+
+        Keeps checkpoint writes off the training's critical path: rank 0 never waits for an upload, and at
+        most one checkpoint is on its way to the storage at a time (epochs in between go without one).
+        """
+        return not self.checkpoint_busy
+
+    def checkpoint_done(self) -> None:
+        """The driver persisted the checkpoint it had (frees the slot)."""
+        self.checkpoint_busy = False
 
     def drain(self) -> list[Message]:
         """Returns and clears the queued messages."""
@@ -77,8 +92,8 @@ class Channel:
         return self.stop_requested
 
     def reset(self) -> None:
-        """Clears messages and the stop flag for the next trial."""
-        self.messages, self.stop_requested = [], False
+        """Clears messages, the stop flag and the checkpoint slot for the next trial."""
+        self.messages, self.stop_requested, self.checkpoint_busy = [], False, False
 
 
 class PooledGroup:

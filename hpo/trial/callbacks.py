@@ -164,6 +164,8 @@ class EpochStream(keras.callbacks.Callback):
         max_epochs: The trial's last epoch.
         clock: Wall-clock time.
         divergence: The trial's divergence stop (None: not checked).
+        checkpoint_wanted: Whether the driver takes this epoch's weights (False while it still persists the
+            previous checkpoint; the last epoch always carries them). None: every epoch.
     """
 
     def __init__(
@@ -175,10 +177,12 @@ class EpochStream(keras.callbacks.Callback):
         max_epochs: int,
         clock: Callable[[], float] = time.time,
         divergence: DivergenceStop | None = None,
+        checkpoint_wanted: Callable[[], bool] | None = None,
     ) -> None:
         super().__init__()
         self.send, self.put, self.early, self.goal = send, put, early, goal
         self.max_epochs, self.clock, self.divergence = max_epochs, clock, divergence
+        self.checkpoint_wanted = checkpoint_wanted or (lambda: True)
         self.epoch_start = 0.0
 
     def on_train_begin(self, logs: Any = None) -> None:
@@ -196,18 +200,23 @@ class EpochStream(keras.callbacks.Callback):
         stopping = bool(self.model.stop_training)
         diverged = self.divergence is not None and self.divergence.diverged
         improved = early.best_epoch == epoch
-        checkpoint = EpochCheckpoint(
-            state={"epoch": epoch + 1, "early_stopping": early.state()},
-            weights=self.put(self.model.get_weights()),
-            best_weights=None if improved or early.best_weights is None else self.put(early.best_weights),
-        )
+        last = stopping or epoch + 1 >= self.max_epochs
+        state = {"epoch": epoch + 1, "early_stopping": early.state()}
+        if last or self.checkpoint_wanted():
+            checkpoint = EpochCheckpoint(
+                state=state,
+                weights=self.put(self.model.get_weights()),
+                best_weights=None if improved or early.best_weights is None else self.put(early.best_weights),
+            )
+        else:
+            checkpoint = EpochCheckpoint(state=state, weights=None)  # the driver still persists the last one
         self.send(
             EpochReport(
                 epoch=epoch + 1,
                 metrics=_floats(logs),
                 epoch_time_s=now - self.epoch_start,
                 time=now,
-                last=stopping or epoch + 1 >= self.max_epochs,
+                last=last,
                 stopped_by_patience=stopping and early.stopped_epoch > 0 and not diverged,
                 stopped_by_goal=self.goal.reached and not diverged,
                 checkpoint=checkpoint,

@@ -153,6 +153,9 @@ def _stream(
                 settings=hyper,
             )
             metrics = epoch_result(msg, context, time.time())
+            if msg.checkpoint.weights is None:  # rank 0 went on while the last checkpoint was being persisted
+                tune.report(metrics)
+                continue
             checkpoint = _save_checkpoint(msg.checkpoint)
             if msg.last:
                 # The scheduler may stop the trial at its final report (ASHA does at max_t): finish the
@@ -162,6 +165,7 @@ def _stream(
                 tune.report(metrics, checkpoint=checkpoint)  # persists the checkpoint before returning
             finally:
                 shutil.rmtree(checkpoint.path, ignore_errors=True)
+                group.channel.checkpoint_done.remote()
             if msg.last:
                 return
 

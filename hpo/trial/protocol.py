@@ -35,6 +35,8 @@ BOOKKEEPING_KEYS = frozenset(
         "stopped_by_patience",
         "stopped_by_goal",
         "startup_s",
+        "epoch_end_time",
+        "checkpointed",
         # Tune's own
         "done",
         "training_iteration",
@@ -145,6 +147,9 @@ def epoch_result(report: EpochReport, context: TrialContext, now: float) -> dict
             **{key: context.settings[key] for key in EFFECTIVE_KEYS},
             # How far this report trails the workers' epoch end (a driver that cannot keep up shows here).
             "report_lag_s": now - report.time,
+            # Rank 0's clock at the epoch's end, and whether the epoch came with a checkpoint.
+            "epoch_end_time": report.time,
+            "checkpointed": report.checkpoint.weights is not None,
         }
     )
     return result
@@ -223,3 +228,15 @@ class TrialRow:
         known["repeat"] = int(known["repeat"] or 0)
         known["params"] = dict(known["params"] or {})
         return cls(**known)
+
+
+def error_line(error: object) -> str:
+    """A failed trial's error as one line of at most 500 characters.
+
+    The worker's own exception (``FileNotFoundError: …``), without the wrappers Ray and hpo put around it.
+    """
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    line = lines[-1] if lines else type(error).__name__
+    for wrapper in ("hpo.errors.TrialFailed: ", "TrialFailed: "):
+        line = line.removeprefix(wrapper)
+    return line[:500]

@@ -142,6 +142,7 @@ class TrialSpec:
     goal: float | None = None
     seed: int = 0
     pin_cpus: bool = True
+    checkpoint_every_epoch: bool = True
     sys_path: tuple[str, ...] = field(default_factory=tuple)
     cache: ReaderCache | None = None
     #: ``trial.backend``: ``horovod`` (real training) or ``simulated`` (see :mod:`hpo.trial.simulated`).
@@ -178,6 +179,7 @@ class TrialSpec:
             min_delta=t.early_stopping.min_delta,
             seed=config.search.seed or 0,
             pin_cpus=t.pin_cpus,
+            checkpoint_every_epoch=t.checkpoint_every_epoch,
             sys_path=tuple(p for p in sys.path if p),
             cache=reader_cache(config),
             backend=t.backend,

@@ -147,7 +147,12 @@ def _callbacks(
         callbacks.append(cb.Affinity(lambda: worker_claim(spec.cpus_per_worker, spec.gpus_per_worker).refresh()))
     if rank == 0:  # last: sees EarlyStopping's and the goal's decision for this epoch
         send = lambda message: ray.get(channel.put.remote(message))  # noqa: E731
-        callbacks.append(cb.EpochStream(send, ray.put, early, goal, spec.max_epochs, divergence=divergence))
+        if spec.checkpoint_every_epoch:
+            wanted = lambda: ray.get(channel.checkpoint_wanted.remote())  # noqa: E731
+        else:
+            wanted = lambda: False  # noqa: E731  (only the final checkpoint, with the model)
+        callbacks.append(cb.EpochStream(send, ray.put, early, goal, spec.max_epochs, divergence=divergence,
+                                        checkpoint_wanted=wanted))
     return callbacks, synced
 
 

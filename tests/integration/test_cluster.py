@@ -27,7 +27,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, ensure_ray_token
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -105,6 +105,7 @@ def _kill_tree(root_pid: int, temp_dir: Path) -> None:
 @pytest.fixture(scope="module")
 def fake_cluster() -> Iterator[FakeCluster]:
     """Starts cluster/local-fake.yaml on free ports; stops exactly the processes it started."""
+    ensure_ray_token(RAY)  # before the head: fake nodes the autoscaler starts then share it from the start
     temp_dir = Path(tempfile.mkdtemp(prefix="hpo-ray-", dir="/tmp"))  # short: Ray's socket paths are limited
     port = free_port()
     config = yaml.safe_load(FAKE.read_text())

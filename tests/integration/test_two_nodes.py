@@ -28,7 +28,7 @@ import yaml
 
 from hpo.data import write_dataset
 from hpo.tracking import free_port
-from tests.conftest import ROOT
+from tests.conftest import ROOT, ensure_ray_token
 from tests.integration.s3 import MotoServer
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -48,10 +48,13 @@ class TwoNodes:
     procs: list[subprocess.Popen]
 
     def env(self) -> dict[str, str]:
-        return {
+        """hpo's environment: the S3 endpoint and credentials; no RAY_AUTH_MODE (hpo finds the token itself)."""
+        env = {
             **os.environ, **self.moto.env(),
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         }
+        env.pop("RAY_AUTH_MODE", None)
+        return env
 
     def hpo(self, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "hpo.cli.main", *args], cwd=self.disk, capture_output=True,
@@ -97,7 +100,7 @@ def _wait_for_nodes(env: dict[str, str], address: str, count: int, procs: list[s
         "import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False);"
         "print(sum(1 for n in ray.nodes() if n['Alive']))"
     )
-    deadline = time.time() + 120
+    deadline, out = time.time() + 120, None
     while time.time() < deadline:
         if any(p.poll() is not None for p in procs):
             break
@@ -106,7 +109,8 @@ def _wait_for_nodes(env: dict[str, str], address: str, count: int, procs: list[s
         if out.returncode == 0 and out.stdout.strip().splitlines()[-1:] == [str(count)]:
             return
         time.sleep(1)
-    raise RuntimeError(f"{count} Ray nodes did not come up")
+    seen = f"probe rc {out.returncode}: {out.stdout[-500:]} {out.stderr[-1500:]}" if out else "no probe ran"
+    raise RuntimeError(f"{count} Ray nodes did not come up ({seen})")
 
 
 @pytest.fixture(scope="module")
@@ -119,9 +123,10 @@ def cluster(tmp_path_factory) -> Iterator[TwoNodes]:
     moto = MotoServer(root / "moto.log").start()
     temp_dir = Path(tempfile.mkdtemp(prefix="hpo-2n-", dir="/tmp"))  # short: Ray's socket paths are limited
     port = free_port()
+    # Token authentication on: both nodes and the probes present the token (hpo finds it on its own).
     env = {**os.environ, **moto.env(), "RAY_USAGE_STATS_ENABLED": "0", "TF_USE_LEGACY_KERAS": "1",
-           "RAY_DISABLE_PYARROW_VERSION_CHECK": "1"}
-    env.pop("RAY_AUTH_MODE", None)
+           "RAY_DISABLE_PYARROW_VERSION_CHECK": "1", "RAY_AUTH_MODE": "token"}
+    ensure_ray_token(RAY)
     common = ["--block", "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}", "--disable-usage-stats"]
     head_cmd = [RAY, "start", "--head", f"--port={port}", "--num-cpus=0", "--num-gpus=0",
                 f"--ray-client-server-port={free_port()}", f"--dashboard-port={free_port()}",
@@ -152,12 +157,12 @@ def cluster(tmp_path_factory) -> Iterator[TwoNodes]:
     assert all(p.poll() is not None for p in procs)
 
 
-def sweep_file(cluster: TwoNodes, name: str, **data: object) -> str:
+def sweep_file(cluster: TwoNodes, name: str, trials: int = 3, epochs: int = 3, **data: object) -> str:
     sweep = yaml.safe_load(SMALL.read_text())
     sweep["name"] = name
     sweep["data"] = data or sweep["data"]
-    sweep["search"].update(num_samples=4, max_concurrent=1)
-    sweep["trial"].update(max_epochs=3, cpus_per_worker=1)
+    sweep["search"].update(num_samples=trials, max_concurrent=1)
+    sweep["trial"].update(max_epochs=epochs, cpus_per_worker=1)
     sweep["tracking"] = {"mlflow_uri": f"sqlite:///{cluster.disk}/mlflow.db"}
     (cluster.disk / f"{name}.yaml").write_text(yaml.safe_dump(sweep))
     return f"{name}.yaml"
@@ -178,7 +183,7 @@ def test_the_worker_node_cannot_see_the_drivers_disk(cluster):
     )
     del ray
     out = subprocess.run([sys.executable, "-c", probe, cluster.address, str(cluster.disk / "marker")],
-                         capture_output=True, text=True, env=cluster.env(), timeout=120)
+                         capture_output=True, text=True, env={**cluster.env(), "RAY_AUTH_MODE": "token"}, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "[False, True]", out.stderr[-2000:]
 
 
@@ -204,7 +209,7 @@ def test_sweep_killed_and_resumed_on_two_nodes_with_s3_storage(cluster):
                              env=cluster.env(), start_new_session=True)
     try:
         deadline = time.time() + 400
-        while time.time() < deadline and first.poll() is None and len(_final_models(cluster, "two-nodes")) < 2:
+        while time.time() < deadline and first.poll() is None and not _final_models(cluster, "two-nodes"):
             time.sleep(1)
         assert first.poll() is None, f"the sweep ended before it could be killed: {first.stdout.read()[-3000:]}"
         time.sleep(2.5)  # Tune saves its experiment state every few seconds
@@ -221,7 +226,7 @@ def test_sweep_killed_and_resumed_on_two_nodes_with_s3_storage(cluster):
     state = next((cluster.disk / "hpo_runs" / "_shared").glob("s3-*")) / "two-nodes"
     summary = json.loads((state / "summary.json").read_text())
     trials = summary["trials"]
-    assert len(trials) == 4 and len({t["trial_id"] for t in trials}) == 4
+    assert len(trials) == 3 and len({t["trial_id"] for t in trials}) == 3
     assert {t.split("_", 2)[-1].split("_")[0] for t in finished_before} <= {t["trial_id"] for t in trials}
     assert all(t["status"] in ("completed", "stopped_early") for t in trials), trials
     assert summary["best"] is not None
@@ -234,7 +239,7 @@ def test_sweep_killed_and_resumed_on_two_nodes_with_s3_storage(cluster):
     # kill, which Tune never recorded, is closed as FAIL).
     with sqlite3.connect(state / "optuna.db") as db:
         states = dict(db.execute("select state, count(*) from trials group by state").fetchall())
-    assert states.get("COMPLETE", 0) + states.get("PRUNED", 0) == 4 and "RUNNING" not in states, states
+    assert states.get("COMPLETE", 0) + states.get("PRUNED", 0) == 3 and "RUNNING" not in states, states
 
     from mlflow.tracking import MlflowClient
 
@@ -271,12 +276,13 @@ def test_sweep_of_a_users_dataset_in_s3_on_two_nodes(cluster, tmp_path):
     write_dataset(((digits.data / 16).astype(np.float32), digits.target), f"file://{local}")
     for file in local.iterdir():
         cluster.moto.client().upload_file(str(file), cluster.bucket, f"data/digits/{file.name}")
-    name = sweep_file(cluster, "user-data", train=f"s3://{cluster.bucket}/data/digits", validation_fraction=0.2)
+    name = sweep_file(cluster, "user-data", trials=2, epochs=2, train=f"s3://{cluster.bucket}/data/digits",
+                      validation_fraction=0.2)
     proc = cluster.hpo("tune", name, "--address", cluster.address, "--storage", f"s3://{cluster.bucket}/runs")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     path = [line for line in proc.stdout.splitlines() if line.startswith("summary: ")][-1].split(": ", 1)[1]
     summary = json.loads(Path(path).read_text())
-    assert len(summary["trials"]) == 4 and summary["best"] is not None
+    assert len(summary["trials"]) == 2 and summary["best"] is not None
     assert all(t["checkpoint"].startswith(f"s3://{cluster.bucket}/runs/user-data/") for t in summary["trials"])
     keys = cluster.moto.keys(cluster.bucket, "runs/_data/user-data/")
     assert any(k.startswith("runs/_data/user-data/train/") for k in keys)

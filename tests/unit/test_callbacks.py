@@ -127,6 +127,27 @@ def test_epoch_stream_sends_started_then_one_report_per_epoch_with_its_checkpoin
     assert reports[2].checkpoint.weights == ("ref", 2) and reports[2].checkpoint.best_weights is None
 
 
+def test_epoch_stream_hands_over_weights_only_when_the_driver_has_room_and_always_at_the_end():
+    from hpo.trial.backend import Channel
+
+    channel, puts = Channel(), []
+    rule, goal_stop = early(), GoalStop("m", None, "max")
+
+    def put(weights):
+        puts.append(len(weights))
+        return ("ref", len(weights))
+
+    stream_cb = EpochStream(channel.put, put, rule, goal_stop, max_epochs=5,
+                            checkpoint_wanted=channel.checkpoint_wanted)
+    fit([rule, goal_stop, stream_cb], epochs=5, values=[0.1, 0.2, 0.3, 0.4, 0.5])
+    reports = [m for m in channel.drain() if isinstance(m, EpochReport)]
+    # The driver never persisted epoch 1's checkpoint: epochs 2-4 go on without one; the last always has one.
+    assert [r.checkpoint.weights is not None for r in reports] == [True, False, False, False, True]
+    assert len(puts) == 2 and reports[1].checkpoint.state["epoch"] == 2
+    channel.checkpoint_done()
+    assert channel.checkpoint_wanted()
+
+
 def test_epoch_stream_marks_a_patience_stop_and_keeps_the_best_weights_apart():
     reports = stream([0.1, 0.5, 0.4, 0.3, 0.2])[1:]
     assert [r.epoch for r in reports] == [1, 2, 3, 4]

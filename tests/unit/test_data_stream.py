@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -222,3 +223,23 @@ def test_table_to_arrays_matches_petastorms_conversion():
     ragged = pa.table({"features": pa.array([[1.0], [1.0, 2.0]], pa.list_(pa.float32()))})
     with pytest.raises(RuntimeError, match="rows of list column 'features' differ in length"):
         table_to_arrays(ragged)
+
+
+def test_a_failing_input_pipeline_keeps_its_python_exception(tmp_path):
+    # Files gone between describe and training (a node that cannot see them): Keras reports TensorFlow's
+    # "[[IteratorGetNext]]"; the stream keeps the Python exception for the trial's error line.
+    from hpo import _env
+
+    _env.apply()
+    import tensorflow as tf
+    import tf_keras
+
+    info = small_groups(tmp_path)
+    s = stream(info)
+    shutil.rmtree(tmp_path / "ds")
+    model = tf_keras.Sequential([tf_keras.Input((3,)), tf_keras.layers.Dense(5)])
+    model.compile("sgd", tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with pytest.raises(tf.errors.OpError) as err:
+        model.fit(s.dataset(), steps_per_epoch=s.steps, epochs=1, verbose=0)
+    assert "IteratorGetNext" in str(err.value)
+    assert isinstance(s.error, FileNotFoundError) and str(tmp_path / "ds") in str(s.error), repr(s.error)

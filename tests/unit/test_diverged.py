@@ -54,3 +54,14 @@ def test_the_study_is_told_a_diverged_trial_failed(diverged, state):
     search.on_trial_complete("t1", result={"m": 0.9, FINISHED_KEY: True, DIVERGED_KEY: diverged})
     study = optuna.load_study(study_name="s", storage=storage)
     assert [t.state.name for t in study.trials] == [state]
+
+
+def test_a_failed_trials_error_line_is_the_workers_own_exception():
+    from hpo.trial.protocol import error_line
+
+    ray_text = (
+        "ray::ImplicitFunc.train() (pid=1, ip=127.0.0.1)\n  File \"driver.py\", line 9, in _gather\n"
+        "hpo.errors.TrialFailed: FileNotFoundError: /data/train/part-00000.parquet\n"
+    )
+    assert error_line(ray_text) == "FileNotFoundError: /data/train/part-00000.parquet"
+    assert error_line("") == "str" and len(error_line("x" * 900)) == 500

@@ -64,3 +64,21 @@ def test_finished_sweep_resume_reports_it_and_overwrite_drops_only_the_summary(t
 def test_resume_and_overwrite_together_are_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"^--resume: cannot be combined with --overwrite; pass one of them$"):
         RunOptions(tmp_path, resume=True, overwrite=True)
+
+
+def test_a_study_trial_handed_out_before_a_crash_is_closed_when_the_sweep_ends(tmp_path):
+    import optuna
+
+    from hpo.config import parse_sweep
+    from hpo.search import close_study, study_url
+    from tests.conftest import base_sweep
+
+    config = parse_sweep(base_sweep(name="s"))
+    study = optuna.create_study(study_name="s", storage=study_url(tmp_path), direction="maximize")
+    study.tell(study.ask(), 0.5)
+    study.ask()  # handed out, then the driver died before Tune recorded it
+    assert close_study(config, tmp_path) == 1
+    states = [t.state for t in optuna.load_study(study_name="s", storage=study_url(tmp_path)).trials]
+    assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL]
+    assert close_study(config, tmp_path) == 0  # nothing else to close
+    assert close_study(config, tmp_path / "no-study") == 0
