@@ -23,6 +23,9 @@ class MotoServer:
     log_path: Path
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
+    #: Scheduling priority (``nice``) of the server: a benchmark keeps it below Ray's workers (nice 15), as an
+    #: object store on other machines would be.
+    nice: int = 0
 
     @property
     def endpoint(self) -> str:
@@ -36,7 +39,8 @@ class MotoServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            ["nice", "-n", str(self.nice), sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
+             "-p", str(self.port)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **CREDENTIALS},
         )
         deadline = time.time() + timeout

@@ -80,3 +80,13 @@ def test_imports_point_down_the_layers():
             if _layer(target) < mine:
                 wrong.append(f"{module} imports {target}")
     assert not wrong, wrong
+
+
+def test_the_install_leaves_out_what_the_reader_never_uses():
+    # Petastorm 0.13.1 declares pyspark (~0.5 GB); scripts/install_petastorm.sh installs it without, and
+    # its reader imports without it.
+    import importlib.util
+
+    from petastorm.reader import Reader  # noqa: F401
+
+    assert importlib.util.find_spec("pyspark") is None
