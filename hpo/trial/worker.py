@@ -243,25 +243,34 @@ def run_worker(
     if resume:
         model.set_weights(resume["weights"])
     callbacks, synced = _callbacks(spec, hvd, channel, rank, resume, hyper["steps_per_epoch"])
+    _fit(model, train, val, hyper, spec.max_epochs, initial_epoch, callbacks)
+    return _result(rank, size, keras, model, initial_epoch, train, with_model=rank == 0 and not synced.requested)
+
+
+def _fit(
+    model: Any, train: Any, val: Any, hyper: dict[str, Any], epochs: int, initial_epoch: int, callbacks: list
+) -> None:
+    """Keras ``fit`` over the two shard streams; an input-pipeline failure is raised as its Python exception.
+
+    TensorFlow reports a failing generator as its own ``[[IteratorGetNext]]`` error; the user needs the
+    exception behind it (e.g. ``FileNotFoundError`` and the path a node cannot see).
+    """
     try:
         model.fit(
             train.dataset(),
             steps_per_epoch=hyper["steps_per_epoch"],
             validation_data=val.dataset(),
             validation_steps=hyper["validation_steps"],
-            epochs=spec.max_epochs,
+            epochs=epochs,
             initial_epoch=initial_epoch,
             callbacks=callbacks,
             verbose=0,
         )
     except Exception as exc:
-        # A failure in the input pipeline reaches fit as TensorFlow's "[[IteratorGetNext]]" error; the
-        # user needs the Python exception behind it (e.g. FileNotFoundError and the path).
         inner = train.error or val.error
         if inner is None:
             raise
         raise inner from exc
-    return _result(rank, size, keras, model, initial_epoch, train, with_model=rank == 0 and not synced.requested)
 
 
 def _result(rank: int, size: int, keras: Any, model: Any, initial_epoch: int, train: Any, with_model: bool) -> dict:

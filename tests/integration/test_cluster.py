@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -27,7 +26,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.conftest import ROOT, ensure_ray_token
+from tests.conftest import ROOT, ensure_ray_token, kill_tree
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -75,33 +74,6 @@ class FakeCluster:
         return logs[0].read_text() if logs else ""
 
 
-def _kill_tree(root_pid: int, temp_dir: Path) -> None:
-    """SIGKILLs the head and everything below it (fake nodes, workers), by PID; then its process group."""
-    try:
-        root = psutil.Process(root_pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        procs = []
-    # Processes that lost their parent (re-parented to init) but still belong to this cluster's session.
-    marker = str(temp_dir)
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if marker in " ".join(proc.info["cmdline"] or []) and proc not in procs:
-                procs.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    for proc in procs:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=10)
-    try:
-        os.killpg(root_pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 @pytest.fixture(scope="module")
 def fake_cluster() -> Iterator[FakeCluster]:
     """Starts cluster/local-fake.yaml on free ports; stops exactly the processes it started."""
@@ -143,7 +115,7 @@ def fake_cluster() -> Iterator[FakeCluster]:
             time.sleep(0.5)
         yield cluster
     finally:
-        _kill_tree(head.pid, temp_dir)
+        kill_tree([head.pid], str(temp_dir))
         head.wait(timeout=10)
         log.close()
         shutil.rmtree(temp_dir, ignore_errors=True)

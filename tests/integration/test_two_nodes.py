@@ -22,13 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import psutil
 import pytest
 import yaml
 
 from hpo.data import write_dataset
 from hpo.tracking import free_port
-from tests.conftest import ROOT, ensure_ray_token
+from tests.conftest import ROOT, ensure_ray_token, kill_tree
 from tests.integration.s3 import MotoServer
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -71,28 +70,6 @@ def _ports(prefix: str) -> list[str]:
         f"--min-worker-port={low + 1 if prefix == 'head' else low + 301}",
         f"--max-worker-port={low + 300 if prefix == 'head' else low + 600}",
     ]  # fmt: skip
-
-
-def _stop(procs: list[subprocess.Popen], temp_dir: Path) -> None:
-    """SIGKILLs the node processes and everything under them, by PID (never ``ray stop``)."""
-    victims = []
-    for proc in procs:
-        try:
-            victims += [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
-        except psutil.NoSuchProcess:
-            continue
-    for proc in psutil.process_iter(["cmdline"]):  # re-parented Ray workers of these nodes
-        try:
-            if str(temp_dir) in " ".join(proc.info["cmdline"] or []) and proc not in victims:
-                victims.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    for victim in victims:
-        try:
-            victim.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(victims, timeout=15)
 
 
 def _wait_for_nodes(env: dict[str, str], address: str, count: int, procs: list[subprocess.Popen]) -> None:
@@ -149,7 +126,7 @@ def cluster(tmp_path_factory) -> Iterator[TwoNodes]:
     except RuntimeError as exc:
         pytest.fail(f"{exc}: {(root / 'head.log').read_text()[-2000:]} {(root / 'worker.log').read_text()[-2000:]}")
     finally:
-        _stop(procs, temp_dir)
+        kill_tree([p.pid for p in procs], str(temp_dir))
         moto.stop()
         for log in logs:
             log.close()
