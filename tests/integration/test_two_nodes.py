@@ -30,7 +30,9 @@ from hpo.tracking import free_port
 from tests.conftest import ROOT, ensure_ray_token, kill_tree
 from tests.integration.s3 import MotoServer
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+# Not in the default run yet: alone it passes (4 passed in ~4 min), but in two full clean-clone suites its
+# first probe could not reach the head's GCS (see the module docstring's cluster); run it with -m two_nodes.
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.two_nodes]
 RAY = str(Path(sys.executable).with_name("ray"))
 SMALL = ROOT / "tests" / "integration" / "sweeps" / "small.yaml"
 WORKER_CPUS = 2
