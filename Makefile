@@ -29,8 +29,10 @@ $(DEV_STAMP): $(DEPS) requirements/dev.txt
 demo: install
 	$(BIN)/hpo tune search_spaces/digits_mlp.yaml --overwrite
 
+# Two test processes, one test module each at a time (module fixtures stay in one process): most of the
+# suite's time is process start-up (TensorFlow, Ray, MLflow), which two processes overlap on 2 cores.
 test: install-dev
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope -rs --durations=25
 
 test-fast: install-dev
 	$(BIN)/python -m pytest -q tests/unit

@@ -589,7 +589,8 @@ def test_server_back_mid_sweep_gets_the_spool_without_hpo_sync(tmp_path):
     backend, port = f"sqlite:///{tmp_path}/auto.db", restartable_port()
     server = MlflowServer(backend, tmp_path / "artifacts", port=port, log_path=tmp_path / "server1.log").start()
     sweep_file = tmp_path / "auto.yaml"
-    sweep = fifo_sweep("auto", num_samples=3, max_epochs=8)
+    # Four trials of eight epochs: enough sweep left to outlast a server restart on a busy machine.
+    sweep = fifo_sweep("auto", num_samples=4, max_epochs=8)
     sweep["search"]["max_concurrent"] = 1
     sweep["trial"]["early_stopping"] = {"patience": 8}
     sweep_file.write_text(yaml.safe_dump(sweep, sort_keys=False))
@@ -627,7 +628,7 @@ def test_server_back_mid_sweep_gets_the_spool_without_hpo_sync(tmp_path):
         assert summary["mlflow"]["pending_writes"] == 0 and not spool.exists()
         client = MlflowClient(tracking_uri=restarted.url)
         children = children_of(client, summary)
-        assert len(children) == 3 and all(c.info.status == "FINISHED" for c in children)
+        assert len(children) == 4 and all(c.info.status == "FINISHED" for c in children)
         by_run = {t["mlflow_run_id"]: t for t in summary["trials"]}
         for child in children:
             steps = sorted(m.step for m in client.get_metric_history(child.info.run_id, "val_accuracy"))
