@@ -1,7 +1,9 @@
 """A sweep's results: one :class:`~hpo.trial.protocol.TrialRow` per trial, the best, the goal, ``summary.json``.
 
 ``summary.json`` (``STORAGE/NAME/summary.json``) is the contract CI jobs and notebooks read:
-``{name, objective, best, trials, mlflow, wall_time_s[, goal]}``.
+``{name, objective, best, statistics, trials, mlflow, wall_time_s[, goal]}``. With ``search.repeats`` > 1 the
+best is the configuration with the best mean over its repeats (each repeat's value: its best epoch) and, of
+that configuration, its best repeat; ``statistics`` says whether it beats the others beyond noise.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from hpo.config.tracking_uri import masked
 from hpo.errors import ConfigError
 from hpo.objective import best_value, configuration_key, reaches_goal, repeats_reach_goal
 from hpo.options import summary_path
+from hpo.stats import Comparison, compare
 from hpo.storage import Storage, checkpoint_uri
 from hpo.trial.protocol import REPEAT_KEY, SCORED_STATUSES, TrialRow, epochs_of, error_line, trial_status
 
@@ -94,13 +97,62 @@ def trial_rows(results: Any, config: SweepConfig, run_ids: dict[str, str]) -> li
     return sorted(rows, key=lambda r: r.trial_id)
 
 
-def best_row(rows: list[TrialRow], mode: str) -> TrialRow | None:
-    """The completed or stopped-early trial with the best metric (None if none has one; never a diverged one)."""
+def best_row(rows: list[TrialRow], mode: str, configuration: str | None = None) -> TrialRow | None:
+    """The completed or stopped-early trial with the best metric (None if none has one; never a diverged one).
+
+    Args:
+        rows: The sweep's trials.
+        mode: ``max`` or ``min``.
+        configuration: Only the repeats of this configuration (:func:`~hpo.objective.configuration_key`):
+            the winner by mean when the sweep has repeats.
+    """
     scored = [r for r in rows if r.metric is not None and r.status in SCORED_STATUSES]
+    if configuration is not None:
+        scored = [r for r in scored if configuration_key(r.params) == configuration]
     if not scored:
         return None
     pick = max if mode == "max" else min
     return pick(scored, key=lambda r: r.metric)
+
+
+def compare_configurations(rows: list[TrialRow], mode: str, alpha: float = 0.05) -> Comparison | None:
+    """Each configuration's repeats (scored trials' best-epoch values) compared by :func:`hpo.stats.compare`.
+
+    Returns:
+        The comparison, or None when no trial has a value.
+    """
+    groups: dict[str, list[float]] = {}
+    for row in rows:
+        if row.metric is not None and row.status in SCORED_STATUSES:
+            groups.setdefault(configuration_key(row.params), []).append(row.metric)
+    return compare(groups, mode=mode, alpha=alpha) if groups else None
+
+
+def sweep_best(config: SweepConfig, rows: list[TrialRow]) -> tuple[TrialRow | None, Comparison | None]:
+    """The sweep's best trial and the comparison of its configurations.
+
+    Without repeats the best is the best trial; with ``search.repeats`` > 1 it is the best repeat of the
+    configuration with the best mean (not the luckiest repeat of any configuration).
+    """
+    comparison = compare_configurations(rows, config.objective.mode)
+    winner = comparison.winner if comparison is not None and config.search.repeats > 1 else None
+    return best_row(rows, config.objective.mode, winner), comparison
+
+
+def statistics_section(comparison: Comparison | None, rows: list[TrialRow], top: int = 5) -> dict[str, Any] | None:
+    """``summary.json``'s ``statistics``: the verdict, the test, and the top configurations with their figures."""
+    if comparison is None:
+        return None
+    params = {configuration_key(r.params): r.params for r in rows}
+    data = comparison.to_dict()
+    data["configurations"] = [
+        {"rank": i + 1, "params": params[key], **vars(comparison.groups[key]),
+         "p_value": comparison.p_values.get(key)}
+        for i, key in enumerate(comparison.ranking[:top])
+    ]
+    for key in ("groups", "p_values", "raw_p_values", "ranking"):
+        data.pop(key)
+    return data
 
 
 def goal_status(config: SweepConfig, rows: list[TrialRow]) -> dict[str, Any]:
@@ -139,11 +191,18 @@ def build_summary(
     goal: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """The ``summary.json`` document of a sweep."""
-    best = best_row(rows, config.objective.mode)
+    best, comparison = sweep_best(config, rows)
+    best_entry: dict[str, Any] | None = None
+    if best is not None:
+        best_entry = {"trial_id": best.trial_id, "params": best.params, "metric": best.metric}
+        if comparison is not None and config.search.repeats > 1:
+            group = comparison.groups[comparison.winner]
+            best_entry.update(mean=group.mean, std=group.std, ci_low=group.ci_low, ci_high=group.ci_high, n=group.n)
     summary: dict[str, Any] = {
         "name": config.name,
         "objective": {"metric": config.objective.metric, "mode": config.objective.mode},
-        "best": {"trial_id": best.trial_id, "params": best.params, "metric": best.metric} if best else None,
+        "best": best_entry,
+        "statistics": statistics_section(comparison, rows),
         "trials": [r.to_dict() for r in rows],
         "mlflow": mlflow,
         "wall_time_s": round(wall_time_s, 2),

@@ -15,7 +15,7 @@ from hpo.options import RunOptions, summary_path
 from hpo.preflight import check_fits_cluster, preflight
 from hpo.ray_session import start_ray, stop_ray
 from hpo.rerun import prepare_rerun
-from hpo.summary import TuneResult, best_row, build_summary, failure_line, goal_status, trial_rows, write_summary
+from hpo.summary import TuneResult, build_summary, failure_line, goal_status, sweep_best, trial_rows, write_summary
 from hpo.trial.spec import TrialSpec
 
 
@@ -82,7 +82,7 @@ def _write_up(
     rows = trial_rows(results, config, tracker.run_ids())
     goal = goal_status(config, rows) if config.objective.goal is not None else None
     summary = build_summary(config, rows, tracker.summary_section(), time.time() - started, goal)
-    pending = tracker.finish(rows, best_row(rows, config.objective.mode), goal, summary)
+    pending = tracker.finish(rows, sweep_best(config, rows)[0], goal, summary)
     if pending and options.console is not None:
         options.console.print(
             f"mlflow: {pending} writes could not be sent to {masked(tracker.uri)}; kept in "

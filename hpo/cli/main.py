@@ -173,11 +173,28 @@ def _print_summary(summary: dict) -> None:
         )
     else:
         console.print(f"best: none ({_no_best(summary)})", highlight=False)
+    _print_statistics(summary.get("statistics"))
     mlflow = summary["mlflow"]
     console.print(
         f"mlflow: {masked(mlflow['uri'])} experiment {mlflow['experiment_id']} parent run {mlflow['parent_run_id']}",
         highlight=False,
     )
+
+
+def _print_statistics(statistics: dict | None) -> None:
+    """The top configurations' means and intervals (with repeats) and the verdict on the winner."""
+    if not statistics:
+        return
+    for row in statistics["configurations"][:3]:
+        if row["n"] < 2:
+            break
+        p = "" if row["p_value"] is None else f", p vs best = {row['p_value']:.2g}"
+        console.print(
+            f"  #{row['rank']} mean {row['mean']:.4f} ± {row['std']:.4f} (95% CI {row['ci_low']:.4f}–"
+            f"{row['ci_high']:.4f}, n={row['n']}{p}) {row['params']}",
+            highlight=False,
+        )
+    console.print(f"verdict: {statistics['verdict']}", highlight=False)
 
 
 @app.command()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hpo.config import SweepConfig
+from hpo.objective import configuration_key
 from hpo.storage import Storage
 from hpo.tracking import best_model
 from hpo.tracking.nesting import MlflowNesting
@@ -136,7 +137,7 @@ class MlflowTracker:
         """
         if not self.outbox.down:  # a resumed sweep: close the runs of trials the crash took away
             close_lost_runs(self.run, set(self.run_ids()) - {r.trial_id for r in rows})
-        self._close_parent(rows, best, goal)
+        self._close_parent(rows, best, goal, summary.get("statistics"))
         pending = self.outbox.flush() if self.outbox.down else 0  # sends what was spooled, if the server is back
         update_summary(summary, self.outbox, pending)
         return pending
@@ -146,9 +147,18 @@ class MlflowTracker:
         self.outbox.log("sweep", tags={"hpo.status": "failed"})
         self.outbox.terminate("sweep", "FAILED")
 
-    def _close_parent(self, rows: list[TrialRow], best: TrialRow | None, goal: dict[str, Any] | None) -> None:
-        """Logs the best finished trial's model (registered under the sweep name), the final best and the goal."""
+    def _close_parent(
+        self, rows: list[TrialRow], best: TrialRow | None, goal: dict[str, Any] | None,
+        statistics: dict[str, Any] | None,
+    ) -> None:
+        """Logs the best model (registered under the sweep name), the final best, the goal and the verdict.
+
+        With repeats, the model is the winning configuration's best repeat.
+        """
         config, outbox = self.config, self.outbox
+        if best is not None and config.search.repeats > 1:
+            winner = configuration_key(best.params)
+            rows = [r for r in rows if configuration_key(r.params) == winner]
         picked = best_model.pick_model_trial(rows, config.objective.mode, self.storage, self.sweep_dir / "best_model")
         if picked is not None:
             row, path = picked
@@ -164,6 +174,15 @@ class MlflowTracker:
         tags = {"hpo.best_trial_id": best.trial_id if best else ""}
         if best:
             tags["hpo.best_params"] = json.dumps(best.params, default=str)
+        if statistics is not None:
+            tags["hpo.verdict"] = statistics["verdict"]
+            tags["hpo.significant"] = "true" if statistics["significant"] else "false"
+            top = statistics["configurations"][0]
+            if top["n"] > 1:
+                final.update({f"best_{config.objective.metric}_mean": top["mean"],
+                              f"best_{config.objective.metric}_ci_low": top["ci_low"],
+                              f"best_{config.objective.metric}_ci_high": top["ci_high"]})
+                tags["hpo.best_repeats"] = str(top["n"])
         if goal is not None:
             tags["hpo.goal_reached"] = "true" if goal["reached"] else "false"
             tags["hpo.goal_trial_id"] = goal["trial_id"] or ""

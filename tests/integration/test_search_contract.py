@@ -75,6 +75,14 @@ def test_repeats_run_each_config_with_different_seeds(ray_session, tmp_path, mon
     for group in by_config.values():
         assert sorted(t["repeat"] for t in group) == [0, 1]
         assert group[0]["metric"] != group[1]["metric"]  # different init and data order
+    # The best is the configuration with the best mean over its repeats, and of it the best repeat.
+    means = {key: sum(t["metric"] for t in group) / 2 for key, group in by_config.items()}
+    winner = max(means, key=means.get)
+    best = result.summary["best"]
+    assert json.dumps(best["params"], sort_keys=True) == winner and best["mean"] == pytest.approx(means[winner])
+    assert best["metric"] == max(t["metric"] for t in by_config[winner]) and best["n"] == 2
+    stats = result.summary["statistics"]
+    assert stats["winner"] == winner and stats["configurations"][0]["n"] == 2 and stats["verdict"]
     study = optuna.load_study(study_name="repeats", storage=study_url(tmp_path / "runs" / "repeats"))
     told = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(told) == 2  # the searcher saw one value (the mean) per configuration
