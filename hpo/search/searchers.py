@@ -4,6 +4,12 @@
 study persisted in ``STORAGE/NAME/optuna.db`` (readable by ``optuna-dashboard``); ``grid`` is Tune's grid
 expansion. ``search.repeats`` wraps the searcher in Tune's ``Repeater``: each sampled configuration runs
 ``repeats`` times with different seeds and the searcher is told the mean.
+
+One rule for a trial's value, the one ``summary.json`` ranks by: its **best epoch** (the weights
+EarlyStopping restores), not the last epoch Tune hands a searcher. A finished trial is told its best epoch;
+with repeats, a configuration is told the mean of its repeats' best epochs. A trial the scheduler stopped is
+told PRUNED, whose value Optuna takes from its last reported epoch (TPE ranks pruned trials by how far they
+got first).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from hpo import compat
 from hpo.config import SweepConfig
+from hpo.objective import best_value
 from hpo.options import WarmStartMode
 from hpo.search.budget import TIME_ATTR
 from hpo.search.space import SearchSpace
@@ -136,8 +143,54 @@ def build_searcher(
     """
     searcher = SEARCHERS[config.search.algorithm](config, sweep_dir, resume, warm_points, warm_mode)
     if config.search.repeats > 1:
-        return Repeater(searcher, repeat=config.search.repeats, set_index=True)
+        return BestEpochRepeater(searcher, repeat=config.search.repeats, set_index=True)
     return searcher
+
+
+class BestEpochs:
+    """Each running trial's best objective value over its epochs, kept from its epoch results.
+
+    Args:
+        metric: The objective.
+        mode: ``max`` or ``min``.
+    """
+
+    def __init__(self, metric: str, mode: str) -> None:
+        self.metric, self.mode = metric, mode
+        self.best: dict[str, float] = {}
+
+    def see(self, trial_id: str, result: dict[str, Any]) -> None:
+        """Takes one epoch's result into the trial's best."""
+        value = best_value([self.best.get(trial_id), result.get(self.metric)], self.mode)
+        if value is not None:
+            self.best[trial_id] = value
+
+    def final(self, trial_id: str, result: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The trial's last result with the objective replaced by its best epoch (the trial is forgotten)."""
+        if result:
+            self.see(trial_id, result)
+        best = self.best.pop(trial_id, None)
+        return result if not result or best is None else {**result, self.metric: best}
+
+
+def _best_epochs(searcher: Any) -> BestEpochs:
+    """The searcher's :class:`BestEpochs` (made on first use: a searcher restored from an older state has none)."""
+    bests = searcher.__dict__.get("_hpo_best_epochs")
+    if bests is None:
+        bests = searcher.__dict__["_hpo_best_epochs"] = BestEpochs(searcher.metric, searcher.mode)
+    return bests
+
+
+class BestEpochRepeater(Repeater):
+    """Tune's ``Repeater``, averaging its repeats' best epochs (Tune's averages their last epochs)."""
+
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        """Keeps the repeat's best epoch so far."""
+        _best_epochs(self).see(trial_id, result)
+
+    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """Reports the repeat's best epoch to its configuration's group."""
+        super().on_trial_complete(trial_id, result=_best_epochs(self).final(trial_id, result), **kwargs)
 
 
 class DurableOptunaSearch(OptunaSearch):
@@ -160,6 +213,7 @@ class DurableOptunaSearch(OptunaSearch):
         """Reports an intermediate value, unless the study already finished this trial."""
         from optuna.exceptions import UpdateFinishedTrialError
 
+        _best_epochs(self).see(trial_id, result)
         try:
             super().on_trial_result(trial_id, result)
         except UpdateFinishedTrialError:
@@ -167,7 +221,8 @@ class DurableOptunaSearch(OptunaSearch):
             compat.optuna_search_told(self).add(trial_id)
 
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
-        """Tells the study how a trial ended: FAIL if it diverged, PRUNED if the scheduler stopped it, else as Ray."""
+        """Tells the study how a trial ended: FAIL if diverged, PRUNED if the scheduler stopped it, else best epoch."""
+        best = _best_epochs(self).final(trial_id, result)
         if result and result.get(DIVERGED_KEY) and trial_id not in compat.optuna_search_told(self):
             super().on_trial_complete(trial_id, result=None, error=True)  # Ray tells a failed trial FAIL
             return
@@ -175,7 +230,7 @@ class DurableOptunaSearch(OptunaSearch):
         value = (result or {}).get(self.metric)
         step = (result or {}).get(TIME_ATTR)
         if not stopped or value is None or step is None or trial_id in compat.optuna_search_told(self):
-            super().on_trial_complete(trial_id, result=result, error=error)
+            super().on_trial_complete(trial_id, result=best, error=error)
             return
         import optuna
 

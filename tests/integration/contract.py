@@ -88,4 +88,9 @@ def check_pair(tmp_path: Path, algorithm: str, scheduler: str, backend: str = "s
         assert len(told) == 4 and all(t.value is not None for t in told)
         assert sorted(round(t.params["learning_rate"], 10) for t in told) == sorted(
             round(t["params"]["learning_rate"], 10) for t in trials)
+        # One rule with the summary: a finished trial is told its best epoch.
+        by_rate = {round(t["params"]["learning_rate"], 10): t for t in trials}
+        for t in told:
+            if t.state == optuna.trial.TrialState.COMPLETE:
+                assert t.value == by_rate[round(t.params["learning_rate"], 10)]["metric"]
     return summary

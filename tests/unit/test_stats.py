@@ -170,3 +170,4 @@ def test_report_prints_each_top_configuration_and_the_verdict(tmp_path):
     assert "#1 mean 0.7100 ± 0.0100 (95% CI 0.6852–0.7348, n=3) {'learning_rate': 0.01}" in out
     assert "#2 mean 0.6100 ± 0.0100" in out and ", p vs best = " in out
     assert "verdict: best is significantly better than every other configuration (p <= " in out
+
