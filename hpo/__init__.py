@@ -5,6 +5,8 @@ Public API::
     import hpo
     result = hpo.tune("search_spaces/digits_mlp.yaml", num_samples=8)
     result.best_params, result.best_metric, result.trials
+    again = hpo.repeat(result.summary["name"], top=3, repeats=5)   # the winner against noise
+    again.summary["statistics"]["verdict"]
     results = hpo.tune_partitions("sweep.yaml", partitions={"eu": "file:///d/eu", "us": "file:///d/us"})
 
 Importing hpo changes nothing in the caller's process: the environment, warning filters and log levels a
@@ -13,7 +15,8 @@ sweep needs are set while it runs and restored afterwards (the ``hpo`` command s
 
 from __future__ import annotations
 
-from hpo.api import tune, tune_partitions
+from hpo import stats
+from hpo.api import repeat, tune, tune_partitions
 from hpo.config import SweepConfig, load_sweep
 from hpo.errors import ConfigError, HpoError
 from hpo.options import RunOptions, WarmStart
@@ -27,6 +30,8 @@ __all__ = [
     "TuneResult",
     "WarmStart",
     "load_sweep",
+    "repeat",
+    "stats",
     "tune",
     "tune_partitions",
 ]

@@ -1,4 +1,4 @@
-"""The ``hpo.tune`` and ``hpo.tune_partitions`` entry points for notebooks and scripts."""
+"""The ``hpo.tune``, ``hpo.repeat`` and ``hpo.tune_partitions`` entry points for notebooks and scripts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from hpo import _env
 from hpo.config import SweepConfig, load_sweep
 from hpo.options import DEFAULT_STORAGE, RunOptions, Storage, WarmStart
-from hpo.summary import TuneResult
+from hpo.summary import TuneResult, read_summary
 
 
 def _source(sweep: str | Path | SweepConfig) -> str:
@@ -107,6 +107,49 @@ def run(sweep: str | Path | SweepConfig, options: RunOptions, overrides: dict[st
     config, source = _load(sweep, overrides or {})
     with _env.applied():
         return run_sweep(config, options, source=source)
+
+
+def repeat(
+    name: str,
+    *,
+    top: int = 3,
+    repeats: int = 3,
+    new_name: str | None = None,
+    storage: str | Path | Storage = DEFAULT_STORAGE,
+    mlflow_uri: str | None = None,
+    address: str | None = None,
+    console: Any = None,
+) -> TuneResult:
+    """Re-runs the ``top`` best configurations of finished sweep ``name`` ``repeats`` times each, with new seeds.
+
+    The repeats run as a new sweep (``NAME-repeat`` unless ``new_name``) with the first sweep's settings,
+    every repeat to its own end (FIFO, no goal), linked to the first sweep by ``repeat_of`` in its summary
+    and the ``hpo.repeat_of`` tag of its MLflow parent run. Its summary compares the configurations over
+    their repeats (:mod:`hpo.stats`).
+
+    Args:
+        name: The finished sweep (in ``storage``).
+        top: How many of its best configurations (by mean over their repeats, if it had repeats).
+        repeats: Runs of each (2 or more).
+        new_name: The repeat sweep's name.
+        storage: Where both sweeps live.
+        mlflow_uri: Overrides the first sweep's ``tracking.mlflow_uri``.
+        address: Ray address; default starts a local Ray.
+        console: A ``rich`` console for progress lines; None keeps quiet.
+
+    Returns:
+        The repeat sweep's :class:`TuneResult`.
+
+    Raises:
+        ConfigError: Unknown or unfinished sweep, or bad ``top`` / ``repeats``.
+    """
+    from hpo.repeats import load_config, repeat_config
+
+    storage = Storage.parse(storage)
+    read_summary(storage, name)  # finished: the best configurations are known
+    config = repeat_config(load_config(storage, name), top, repeats, new_name)
+    options = RunOptions(storage, address, False, console, WarmStart(name, top, "reevaluate"))
+    return run(config, options, overrides=_overrides(None, None, mlflow_uri))
 
 
 def tune_partitions(

@@ -106,7 +106,7 @@ class Comparison:
         p = self.p_values.get(runner_up)
         if self.groups[self.winner].n < 2 or p is None:
             return ("the winner's noise is unknown (one run per configuration); "
-                    "set search.repeats to 3 or more to test it against the runner-up")
+                    "run `hpo repeat NAME --top 3 --repeats 5` (or set search.repeats) to test it")
         if self.significant:
             worst = max(v for v in self.p_values.values() if v is not None)
             return f"best is significantly better than every other configuration (p <= {worst:.2g}, {self.test})"

@@ -34,7 +34,7 @@ SCHEMES = ("file", "s3", "gs")
 #: The query keys of an ``s3://`` URI that pyarrow's ``S3FileSystem`` takes (the rest is refused).
 S3_QUERY_KEYS = ("endpoint_override", "scheme", "region", "allow_bucket_creation")
 #: Driver-only files of a sweep that a shared storage also keeps (see :meth:`Storage.push_state`).
-STATE_FILES = ("summary.json", "hpo_state.json", "optuna.db", "mlflow_spool.jsonl", "report.html")
+STATE_FILES = ("summary.json", "hpo_state.json", "optuna.db", "mlflow_spool.jsonl", "report.html", "sweep.yaml")
 #: Sub-directory of a shared storage's sweep that holds the copy of the driver-only files.
 STATE_COPY = "_driver"
 

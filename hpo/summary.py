@@ -209,6 +209,8 @@ def build_summary(
     }
     if goal is not None:
         summary["goal"] = goal
+    if config.search.repeat_of:
+        summary["repeat_of"] = config.search.repeat_of
     return summary
 
 

@@ -14,6 +14,7 @@ from hpo.errors import ConfigError, SweepAborted
 from hpo.options import RunOptions, summary_path
 from hpo.preflight import check_fits_cluster, preflight
 from hpo.ray_session import start_ray, stop_ray
+from hpo.repeats import save_config
 from hpo.rerun import prepare_rerun
 from hpo.summary import TuneResult, build_summary, failure_line, goal_status, sweep_best, trial_rows, write_summary
 from hpo.trial.spec import TrialSpec
@@ -53,6 +54,7 @@ def run_sweep(
         raise
     started = time.time()
     sweep_dir = options.sweep_dir(config.name)
+    save_config(sweep_dir, config)  # what `hpo repeat` re-runs
     resume = options.resume and _can_restore(options, config.name) and MlflowTracker.resumable(sweep_dir)
     tracker = MlflowTracker(
         config, source, sweep_dir, options.storage.state_root / "_mlflow_artifacts", resume,

@@ -96,6 +96,29 @@ def tune(
     _exit_without_best([result.summary])
 
 
+@app.command()
+@one_line_errors
+def repeat(
+    name: Annotated[str, typer.Argument(help="A finished sweep.")],
+    top: Annotated[int, typer.Option(help="How many of its best configurations.")] = 3,
+    repeats: Annotated[int, typer.Option(help="Runs of each, with new seeds (2 or more).")] = 3,
+    new_name: Annotated[Optional[str], typer.Option("--name", help="The new sweep's name (default NAME-repeat).")]
+    = None,
+    storage: StorageOption = DEFAULT_STORAGE,
+    mlflow_uri: Annotated[Optional[str], typer.Option(help="Override tracking.mlflow_uri.")] = None,
+    address: Annotated[Optional[str], typer.Option(help="Ray address (auto, ray://host:10001).")] = None,
+    quiet: Annotated[bool, typer.Option(help="No progress lines; only the final table and where results are.")] = False,
+) -> None:
+    """Re-run the best configurations of a finished sweep with new seeds; say if the winner beats noise."""
+    from hpo.api import repeat as run_repeat
+
+    result = run_repeat(name, top=top, repeats=repeats, new_name=new_name, storage=storage, mlflow_uri=mlflow_uri,
+                        address=address, console=None if quiet else console)
+    _print_summary(result.summary)
+    console.print(f"summary: {result.summary_path}", highlight=False)
+    _exit_without_best([result.summary])
+
+
 def _lists_partitions(file: Path) -> bool:
     """True if the sweep file sets data.partitions (read without validating; validation comes later)."""
     from hpo.config import read_yaml

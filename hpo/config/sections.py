@@ -174,6 +174,8 @@ class SearchConfig(FrozenModel):
     max_trials: int | None = Field(default=None, ge=1)
     #: Random trials before TPE / GP start modelling (Optuna's ``n_startup_trials``); None: Optuna's 10.
     startup_trials: int | None = Field(default=None, ge=1)
+    #: The sweep whose best configurations this one re-runs with new seeds (set by ``hpo repeat``).
+    repeat_of: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 class SchedulerConfig(FrozenModel):

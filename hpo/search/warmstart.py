@@ -8,8 +8,10 @@ from typing import Any
 
 from hpo.config import SweepConfig
 from hpo.errors import ConfigError
+from hpo.objective import configuration_key
 from hpo.options import WarmStartMode
 from hpo.search.space import SearchSpace
+from hpo.trial.protocol import SCORED_STATUSES
 
 
 def previous_best(summary_path: Path, config: SweepConfig, k: int) -> list[tuple[dict[str, Any], float]]:
@@ -31,13 +33,17 @@ def previous_best(summary_path: Path, config: SweepConfig, k: int) -> list[tuple
             f"{summary_path}: objective: the previous sweep optimised {summary['objective']}; "
             "warm-start only from a sweep with the same objective"
         )
-    scored = [t for t in summary["trials"] if t.get("metric") is not None]
-    scored.sort(key=lambda t: t["metric"], reverse=config.objective.mode == "max")
+    # One entry per configuration (its repeats share its parameters), valued by the mean of its repeats.
+    groups: dict[str, list[float]] = {}
+    for trial in summary["trials"]:
+        if trial.get("metric") is not None and trial.get("status", "completed") in SCORED_STATUSES:
+            groups.setdefault(configuration_key(trial["params"]), []).append(float(trial["metric"]))
+    means = sorted(((sum(v) / len(v), key) for key, v in groups.items()), reverse=config.objective.mode == "max")
     out = []
-    for trial in scored:
-        params = {name: value for name, value in trial["params"].items() if name in config.space}
+    for mean, key in means:
+        params = {name: value for name, value in json.loads(key).items() if name in config.space}
         if SearchSpace(config).contains(params):
-            out.append((params, float(trial["metric"])))
+            out.append((params, mean))
         if len(out) == k:
             break
     return out

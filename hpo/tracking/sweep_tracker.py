@@ -112,6 +112,7 @@ class MlflowTracker:
                 "hpo.scheduler": config.scheduler.type,
                 "hpo.objective": f"{config.objective.metric} ({config.objective.mode})",
                 **git_tags(Path.cwd()),
+                **({"hpo.repeat_of": config.search.repeat_of} if config.search.repeat_of else {}),
             },
             artifact_location=artifact_root.as_uri() if is_local(self.uri) else None,
         )

@@ -261,3 +261,26 @@ def test_credentials_in_the_drivers_environment_reach_no_file(ray_session, tmp_p
     session = ray._private.worker._global_node.get_session_dir_path()
     found = subprocess.run(["grep", "-rl", secret, session, str(tmp_path)], capture_output=True, text=True)
     assert found.returncode == 1 and found.stdout == "", found.stdout  # 1: grep found nothing
+
+
+def test_repeat_reruns_the_best_configurations_with_new_seeds_as_a_linked_sweep(ray_session, tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.chdir(tmp_path)
+    storage = tmp_path / "runs"
+    first = hpo.tune(tiny("first", "random", "fifo", num_samples=4), storage=storage)
+    ranked = sorted(first.summary["trials"], key=lambda t: t["metric"], reverse=True)
+    again = hpo.repeat("first", top=2, repeats=2, storage=storage)
+    summary = again.summary
+    assert summary["name"] == "first-repeat" and summary["repeat_of"] == "first"
+    trials = summary["trials"]
+    assert len(trials) == 4 and all(t["status"] == "completed" and t["epochs"] == 3 for t in trials)
+    configs = sorted(json.dumps(t["params"], sort_keys=True) for t in trials)
+    assert configs == sorted(2 * [json.dumps(t["params"], sort_keys=True) for t in ranked[:2]])
+    assert sorted(t["repeat"] for t in trials) == [0, 0, 1, 1]
+    stats = summary["statistics"]
+    assert [c["n"] for c in stats["configurations"]] == [2, 2] and stats["verdict"]
+    assert summary["best"]["n"] == 2
+    client = MlflowClient(summary["mlflow"]["uri"])
+    parent = client.get_run(summary["mlflow"]["parent_run_id"])
+    assert parent.data.tags["hpo.repeat_of"] == "first" and parent.data.tags["hpo.verdict"] == stats["verdict"]

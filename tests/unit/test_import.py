@@ -37,10 +37,10 @@ LAYERS = [
     {"cli"},
     {"api", "partition"},
     {"sweep"},
-    {"preflight", "summary", "ray_session", "progress", "rerun"},
+    {"preflight", "summary", "ray_session", "progress", "rerun", "repeats"},
     {"search", "trial", "tracking", "cluster"},
     {"data", "models", "compat"},
-    {"config", "objective", "options", "storage", "errors", "_env", "trial.protocol"},
+    {"config", "objective", "stats", "options", "storage", "errors", "_env", "trial.protocol"},
 ]
 
 

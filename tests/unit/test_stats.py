@@ -24,7 +24,7 @@ def test_one_repeat_has_no_spread_and_no_test():
     result = compare({"a": [0.7], "b": [0.6]}, mode="max")
     assert result.winner == "a" and not result.significant
     assert result.std == {"a": None, "b": None} and result.p_values == {"b": None}
-    assert "noise is unknown" in result.verdict() and "search.repeats" in result.verdict()
+    assert "noise is unknown" in result.verdict() and "hpo repeat NAME --top 3 --repeats 5" in result.verdict()
 
 
 def test_winner_by_mean_not_by_luckiest_repeat():
