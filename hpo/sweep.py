@@ -84,7 +84,8 @@ def _write_up(
     rows = trial_rows(results, config, tracker.run_ids())
     goal = goal_status(config, rows) if config.objective.goal is not None else None
     summary = build_summary(config, rows, tracker.summary_section(), time.time() - started, goal)
-    pending = tracker.finish(rows, sweep_best(config, rows)[0], goal, summary)
+    report = _report(config, options, summary)
+    pending = tracker.finish(rows, sweep_best(config, rows)[0], goal, summary, report)
     if pending and options.console is not None:
         options.console.print(
             f"mlflow: {pending} writes could not be sent to {masked(tracker.uri)}; kept in "
@@ -95,6 +96,19 @@ def _write_up(
     write_summary(path, summary)
     options.storage.push_state(config.name)
     return path, summary
+
+
+def _report(config: SweepConfig, options: RunOptions, summary: dict[str, Any]) -> Path | None:
+    """Writes the sweep's HTML report (``STATE/NAME/report.html``); a report that cannot be drawn is not fatal."""
+    from hpo.report import REPORT_FILE, write_report
+
+    path = options.sweep_dir(config.name) / REPORT_FILE
+    try:
+        return write_report(options.storage, config.name, path, summary=summary)
+    except Exception as exc:  # noqa: BLE001 - the results are in summary.json and MLflow; the plots are extra
+        if options.console is not None:
+            options.console.print(f"report: not written ({type(exc).__name__}: {exc})", highlight=False)
+        return None
 
 
 def _report_finished(path: Path, options: RunOptions) -> TuneResult:

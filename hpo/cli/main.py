@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -236,9 +237,49 @@ def status(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: St
 
 @app.command()
 @one_line_errors
-def report(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: StorageOption = DEFAULT_STORAGE) -> None:
-    """The results table of a finished sweep, from its summary.json."""
-    _print_summary(read_summary(Storage.parse(storage), name))
+def report(
+    name: Annotated[str, typer.Argument(help="Sweep name.")],
+    storage: StorageOption = DEFAULT_STORAGE,
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="Write one self-contained HTML page (plots) here.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print summary.json instead of the table.")] = False,
+) -> None:
+    """A sweep's results: the table sorted by the objective, its summary.json, or an HTML page of plots."""
+    store = Storage.parse(storage)
+    if output is not None:  # works while the sweep runs: read from its live state
+        from hpo.report import write_report
+
+        console.print(f"report: {write_report(store, name, output)}", highlight=False)
+        return
+    summary = read_summary(store, name)
+    if as_json:
+        print(json.dumps(summary, indent=2, default=str))
+        return
+    _print_ranked(summary)
+    _print_statistics(summary.get("statistics"))
+
+
+def _print_ranked(summary: dict) -> None:
+    """The trials best first, one column per parameter."""
+    metric, mode = summary["objective"]["metric"], summary["objective"]["mode"]
+    names = sorted({k for row in summary["trials"] for k in row["params"]})
+    table = Table(title=f"sweep {summary['name']} ({metric}, {mode})")
+    for column in ("#", "trial", "status", "epochs", metric, *names):
+        table.add_column(column)
+    sign = -1 if mode == "max" else 1
+    rows = sorted(summary["trials"], key=lambda r: (r["metric"] is None, sign * (r["metric"] or 0), r["trial_id"]))
+    for rank, row in enumerate(rows, 1):
+        value = "-" if row["metric"] is None else f"{row['metric']:.4f}"
+        params = [_cell(row["params"].get(n)) for n in names]
+        table.add_row(str(rank), row["trial_id"], row["status"], str(row["epochs"]), value, *params)
+    console.print(table)
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def main() -> None:

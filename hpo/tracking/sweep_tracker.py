@@ -40,9 +40,10 @@ class Tracker(Protocol):
     callback: Any  # a Tune callback that logs every trial
 
     def finish(
-        self, rows: list[TrialRow], best: TrialRow | None, goal: dict[str, Any] | None, summary: dict[str, Any]
+        self, rows: list[TrialRow], best: TrialRow | None, goal: dict[str, Any] | None, summary: dict[str, Any],
+        report: Path | None = None,
     ) -> int:
-        """Closes the sweep's runs, logs the best model, fills ``summary["mlflow"]``; returns unsent writes."""
+        """Closes the runs, logs the best model and report, fills ``summary["mlflow"]``; returns unsent writes."""
         ...
 
     def fail(self) -> None:
@@ -129,15 +130,18 @@ class MlflowTracker:
         return {} if self.outbox.down else trial_run_ids(self.run)
 
     def finish(
-        self, rows: list[TrialRow], best: TrialRow | None, goal: dict[str, Any] | None, summary: dict[str, Any]
+        self, rows: list[TrialRow], best: TrialRow | None, goal: dict[str, Any] | None, summary: dict[str, Any],
+        report: Path | None = None,
     ) -> int:
-        """Closes lost runs, logs and registers the best model, logs the final figures, closes the parent.
+        """Closes lost runs, logs and registers the best model, logs the final figures and report, closes the parent.
 
         Returns:
             MLflow writes still waiting in the spool (the server was unreachable).
         """
         if not self.outbox.down:  # a resumed sweep: close the runs of trials the crash took away
             close_lost_runs(self.run, set(self.run_ids()) - {r.trial_id for r in rows})
+        if report is not None:
+            self.outbox.log_artifact("sweep", str(report))
         self._close_parent(rows, best, goal, summary.get("statistics"))
         pending = self.outbox.flush() if self.outbox.down else 0  # sends what was spooled, if the server is back
         update_summary(summary, self.outbox, pending)

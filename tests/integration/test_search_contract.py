@@ -284,3 +284,24 @@ def test_repeat_reruns_the_best_configurations_with_new_seeds_as_a_linked_sweep(
     client = MlflowClient(summary["mlflow"]["uri"])
     parent = client.get_run(summary["mlflow"]["parent_run_id"])
     assert parent.data.tags["hpo.repeat_of"] == "first" and parent.data.tags["hpo.verdict"] == stats["verdict"]
+    # The sweep wrote its HTML report and logged it on the parent run; a browser draws every figure.
+    report = tmp_path / "runs" / "first-repeat" / "report.html"
+    assert report.is_file() and "report.html" in [a.path for a in client.list_artifacts(parent.info.run_id)]
+    _browser_draws_every_figure(report, tmp_path / "profile")
+
+
+def _browser_draws_every_figure(report, profile):
+    import re
+    import shutil
+    import subprocess
+
+    if shutil.which("chromium") is None:
+        pytest.skip("Debian's chromium is not installed (make install-dev installs it as root)")
+    proc = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-background-networking", f"--user-data-dir={profile}",
+                           "--virtual-time-budget=10000", "--dump-dom", report.as_uri()],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    figures = len(re.findall(r"<h2>", proc.stdout))
+    drawn = len(re.findall(r'class="main-svg"', proc.stdout))
+    assert figures >= 5 and drawn >= figures, (figures, drawn)  # plotly draws 2 svg layers per figure

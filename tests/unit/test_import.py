@@ -37,8 +37,8 @@ LAYERS = [
     {"cli"},
     {"api", "partition"},
     {"sweep"},
-    {"preflight", "summary", "ray_session", "progress", "rerun", "repeats"},
-    {"search", "trial", "tracking", "cluster"},
+    {"preflight", "summary", "ray_session", "progress", "rerun", "report"},
+    {"search", "trial", "tracking", "cluster", "repeats"},
     {"data", "models", "compat"},
     {"config", "objective", "stats", "options", "storage", "errors", "_env", "trial.protocol"},
 ]
