@@ -45,6 +45,7 @@ bench: install-dev
 	$(BIN)/python benchmarks/scaling.py
 	$(BIN)/python benchmarks/search.py
 	$(BIN)/python benchmarks/data.py
+	$(BIN)/python benchmarks/stats.py
 
 clean:
 	rm -rf $(VENV) hpo_runs mlflow.db
