@@ -26,8 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._report import write_report  # noqa: E402
-from hpo.stats import TEST_NAME, compare  # noqa: E402
+from benchmarks._report import write_report
+from hpo.stats import TEST_NAME, compare
 
 ALPHA = 0.05
 MEAN, SIGMA = 0.66, 0.015  # the run-to-run noise the project measured on one seed's accuracy
