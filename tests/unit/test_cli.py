@@ -101,3 +101,19 @@ def test_a_stopped_sweep_names_the_error_not_the_traceback_header():
     except RuntimeError as exc:
         assert failure_line(exc) == "KeyError: 'inner'"
     assert failure_line(OSError()) == "OSError"
+
+
+@pytest.mark.parametrize("example", ["digits_grid", "digits_repeats", "digits_conditional"])
+def test_example_sweeps_validate(tmp_path, example):
+    """The examples in search_spaces/ a user copies: file, data and model checks pass (hpo validate)."""
+    proc = run("validate", str(ROOT / "search_spaces" / f"{example}.yaml"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "ok — sweep" in proc.stdout
+
+
+def test_gpu_cluster_example_is_a_valid_sweep_file():
+    """Its data, S3 and MLflow server exist on the cluster only: here the file itself is checked."""
+    import hpo
+
+    config = hpo.load_sweep(ROOT / "search_spaces" / "digits_gpu_cluster.yaml")
+    assert config.trial.gpus_per_worker == 0.5 and config.data.train.startswith("s3://")
