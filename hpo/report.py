@@ -151,7 +151,7 @@ def figures(view: SweepView, importance: dict[str, float] | None) -> list[tuple[
                                    "showscale": True}))))
     if importance:
         ranked = sorted(importance.items(), key=lambda kv: kv[1])
-        out.append(("Parameter importance (Optuna, fANOVA)", go.Figure(go.Bar(
+        out.append(("Parameter importance (Optuna's default evaluator)", go.Figure(go.Bar(
             x=[v for _, v in ranked], y=[k for k, _ in ranked], orientation="h"))))
 
     curves = go.Figure()
@@ -214,13 +214,20 @@ def param_importance(storage: Storage, view: SweepView) -> dict[str, float] | No
     db = storage.state_dir(view.name) / "optuna.db"
     if view.config.search.algorithm == "grid" or not db.is_file():
         return None
+    import warnings
+
     import optuna
 
     try:
         study = optuna.load_study(study_name=view.name, storage=f"sqlite:///{db}")
-        return optuna.importance.get_param_importances(study)
+        finished = {t.value for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))}
+        if len(finished) < 2:
+            return None  # nothing to attribute: fewer than two different results
+        with warnings.catch_warnings():  # Optuna warns instead of failing on too few trials
+            warnings.simplefilter("ignore")
+            return optuna.importance.get_param_importances(study)
     except (KeyError, ValueError, RuntimeError):
-        return None  # fewer than two finished trials, or a single parameter value
+        return None  # a single parameter value, or a study that is not there
 
 
 def render(view: SweepView, importance: dict[str, float] | None) -> str:

@@ -113,10 +113,6 @@ class Outbox:
             }
         )
 
-    def log_artifact(self, key: str, path: str) -> None:
-        """Logs the file ``path`` as an artifact of run ``key`` (the sweep's HTML report)."""
-        self.submit({"op": "log_artifact", "key": key, "path": path})
-
     # -- sending and spooling -----------------------------------------------------------------------
 
     def submit(self, op: dict[str, Any]) -> None:
@@ -220,9 +216,6 @@ class Outbox:
             self.client.update_run(run_id, status="RUNNING")
         elif kind == "terminate":
             self.client.set_terminated(run_id, op["status"])
-        elif kind == "log_artifact":
-            if Path(op["path"]).is_file():  # a spooled report replaced by a later one is sent as it is now
-                self.client.log_artifact(run_id, op["path"])
         elif kind == "log_model":
             from hpo.tracking import best_model
 

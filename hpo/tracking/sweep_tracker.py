@@ -7,6 +7,7 @@ one today). Another backend (e.g. Weights & Biases) would implement the same fou
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,6 +30,8 @@ from hpo.tracking.runs import (
 )
 from hpo.tracking.uri import is_local, normalize_uri
 from hpo.trial.protocol import TrialRow
+
+logger = logging.getLogger(__name__)
 
 #: Driver-side state of a sweep (its parent run), in ``STORAGE/NAME``; a resume reads it back.
 STATE_FILE = "hpo_state.json"
@@ -140,12 +143,22 @@ class MlflowTracker:
         """
         if not self.outbox.down:  # a resumed sweep: close the runs of trials the crash took away
             close_lost_runs(self.run, set(self.run_ids()) - {r.trial_id for r in rows})
-        if report is not None:
-            self.outbox.log_artifact("sweep", str(report))
         self._close_parent(rows, best, goal, summary.get("statistics"))
         pending = self.outbox.flush() if self.outbox.down else 0  # sends what was spooled, if the server is back
+        if report is not None and not self.outbox.down:
+            self._log_report(report)
         update_summary(summary, self.outbox, pending)
         return pending
+
+    def _log_report(self, report: Path) -> None:
+        """Logs the HTML report on the parent run when the server is up; never spooled, never fatal.
+
+        It is a copy of ``STATE/NAME/report.html``, and ``hpo report -o`` draws it again.
+        """
+        try:
+            self.outbox.client.log_artifact(self.outbox.run_ids["sweep"], str(report))
+        except Exception as exc:  # noqa: BLE001 - the results are logged; the page is a convenience
+            logger.warning("report not logged to MLflow (%s: %s); it is in %s", type(exc).__name__, exc, report)
 
     def fail(self) -> None:
         """Tags the parent run failed and closes it."""
