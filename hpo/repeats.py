@@ -18,7 +18,7 @@ import yaml
 
 from hpo.config import SweepConfig
 from hpo.errors import ConfigError
-from hpo.storage import Storage
+from hpo.storage import Storage, write_text_atomic
 
 #: The file in a sweep's state directory that holds the settings it ran with.
 CONFIG_FILE = "sweep.yaml"
@@ -28,12 +28,7 @@ SEED_OFFSET = 104_729
 
 def save_config(sweep_dir: Path, config: SweepConfig) -> Path:
     """Writes the sweep's settings to ``sweep_dir/sweep.yaml`` (hpo's own state directory)."""
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    path = sweep_dir / CONFIG_FILE
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
-    tmp.replace(path)
-    return path
+    return write_text_atomic(sweep_dir / CONFIG_FILE, yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
 
 
 def load_config(storage: Storage, name: str) -> SweepConfig:

@@ -21,10 +21,10 @@ from typing import Any
 
 from hpo.config import SweepConfig
 from hpo.errors import ConfigError
-from hpo.objective import configuration_key
+from hpo.objective import best_value, better, configuration_key
 from hpo.options import summary_path
 from hpo.repeats import load_config
-from hpo.storage import Storage
+from hpo.storage import Storage, write_text_atomic
 from hpo.trial.protocol import EPOCH_KEY, FINISHED_KEY, SCORED_STATUSES
 
 #: The page title's start: how an existing file is recognised as a report hpo wrote.
@@ -78,17 +78,12 @@ def load_view(storage: Storage, name: str, summary: dict[str, Any] | None = None
     if summary is not None:
         trials = [TrialView(t["trial_id"], t["params"], t["status"], t["metric"]) for t in summary["trials"]]
     else:
-        trials = [TrialView(tid, params, status, _best(curve, config.objective.mode))
+        trials = [TrialView(tid, params, status, best_value([v for _, v in curve], config.objective.mode))
                   for tid, (params, status, curve, _) in sorted(curves.items())]
     for trial in trials:
         if trial.trial_id in curves:
             trial.curve, trial.seconds = curves[trial.trial_id][2], curves[trial.trial_id][3]
     return SweepView(name, config, trials, (summary or {}).get("statistics"), summary is not None)
-
-
-def _best(curve: list[tuple[int, float]], mode: str) -> float | None:
-    values = [v for _, v in curve]
-    return (max(values) if mode == "max" else min(values)) if values else None
 
 
 def _trial_files(storage: Storage, name: str, metric: str) -> dict[str, tuple[dict, str, list, float | None]]:
@@ -134,7 +129,7 @@ def figures(view: SweepView, importance: dict[str, float] | None) -> list[tuple[
     history = go.Figure()
     best, best_so_far = None, []
     for trial in scored:
-        best = trial.metric if best is None or (trial.metric > best if mode == "max" else trial.metric < best) else best
+        best = trial.metric if better(trial.metric, best, mode) else best
         best_so_far.append(best)
     history.add_scatter(x=[t.trial_id for t in scored], y=[t.metric for t in scored], mode="markers", name=metric)
     history.add_scatter(x=[t.trial_id for t in scored], y=best_so_far, mode="lines", name="best so far",
@@ -252,9 +247,4 @@ def write_report(storage: Storage, name: str, output: Path, summary: dict[str, A
     if output.exists() and (not output.is_file() or TITLE not in output.read_text(errors="replace")[:2000]):
         raise ConfigError(f"{output}: -o: exists and is not an hpo report; choose another path or move it away")
     view = load_view(storage, name, summary)
-    page = render(view, param_importance(storage, view))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.name}.tmp")
-    tmp.write_text(page)
-    tmp.replace(output)
-    return output
+    return write_text_atomic(output, render(view, param_importance(storage, view)))

@@ -223,6 +223,15 @@ class Storage:
         return fs.get_file_info("/".join([base, *parts])).type == pafs.FileType.File
 
 
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Writes ``text`` to ``path`` through a temporary file beside it, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
 def checkpoint_uri(checkpoint: Any) -> str:
     """Where a Ray ``Checkpoint`` lies, as a URI the user can open: ``s3://bucket/…``, ``gs://…`` or a path."""
     kind = getattr(getattr(checkpoint, "filesystem", None), "type_name", "local")

@@ -9,7 +9,6 @@ that configuration, its best repeat; ``statistics`` says whether it beats the ot
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from hpo.errors import ConfigError
 from hpo.objective import best_value, configuration_key, reaches_goal, repeats_reach_goal
 from hpo.options import summary_path
 from hpo.stats import Comparison, compare
-from hpo.storage import Storage, checkpoint_uri
+from hpo.storage import Storage, checkpoint_uri, write_text_atomic
 from hpo.trial.protocol import REPEAT_KEY, SCORED_STATUSES, TrialRow, epochs_of, error_line, trial_status
 
 
@@ -227,10 +226,7 @@ def failure_line(exc: BaseException) -> str:
 
 def write_summary(path: Path, summary: dict[str, Any]) -> None:
     """Writes ``summary.json`` atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=2, default=str))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(summary, indent=2, default=str))
 
 
 def read_summary(storage: Storage | Path | str, name: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from hpo.preflight import check_fits_cluster, preflight
 from hpo.ray_session import start_ray, stop_ray
 from hpo.repeats import save_config
 from hpo.rerun import prepare_rerun
-from hpo.summary import TuneResult, build_summary, failure_line, goal_status, sweep_best, trial_rows, write_summary
+from hpo.summary import TuneResult, build_summary, failure_line, goal_status, trial_rows, write_summary
 from hpo.trial.spec import TrialSpec
 
 
@@ -85,7 +85,9 @@ def _write_up(
     goal = goal_status(config, rows) if config.objective.goal is not None else None
     summary = build_summary(config, rows, tracker.summary_section(), time.time() - started, goal)
     report = _report(config, options, summary)
-    pending = tracker.finish(rows, sweep_best(config, rows)[0], goal, summary, report)
+    best_id = (summary["best"] or {}).get("trial_id")  # the summary's rule (best mean with repeats) picked it
+    best = next((r for r in rows if r.trial_id == best_id), None)
+    pending = tracker.finish(rows, best, goal, summary, report)
     if pending and options.console is not None:
         options.console.print(
             f"mlflow: {pending} writes could not be sent to {masked(tracker.uri)}; kept in "

@@ -184,7 +184,7 @@ def _print_summary(summary: dict) -> None:
     best_id = (summary.get("best") or {}).get("trial_id")
     for row in summary["trials"]:
         value = row["metric"]
-        params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row["params"].items())
+        params = ", ".join(f"{k}={_cell(v)}" for k, v in row["params"].items())
         mark = " *" if row["trial_id"] == best_id else ""
         table.add_row(
             row["trial_id"] + mark, row["status"], str(row["epochs"]), "-" if value is None else f"{value:.4f}", params
