@@ -57,9 +57,10 @@ def tune(
     warm_start_k: int = 5,
     warm_start_mode: str = "prior",
     overwrite: bool = False,
+    progress: bool = True,
     options: RunOptions | None = None,
 ) -> TuneResult:
-    """Runs a sweep and returns its result.
+    """Runs a sweep and returns its result, showing its progress as it runs.
 
     Args:
         sweep: A sweep file path or a :class:`SweepConfig`.
@@ -70,7 +71,7 @@ def tune(
         mlflow_uri: Overrides ``tracking.mlflow_uri``.
         address: Ray address (``auto``, ``ray://host:10001``); default starts a local Ray.
         resume: Continue an interrupted sweep of the same name (a finished one is returned as it is).
-        console: A ``rich`` console for progress lines; None keeps quiet.
+        console: The ``rich`` console progress goes to (default: a new one, with ``progress``).
         warm_start: A previous sweep (name in ``storage`` or a ``summary.json`` path) whose best
             configurations seed this sweep's study.
         warm_start_k: How many of them.
@@ -78,7 +79,9 @@ def tune(
             trained again first).
         overwrite: Start the sweep again if its name already ran in ``storage`` (drops its Optuna study);
             without it (or ``resume``) a used name is an error.
-        options: All run options at once (a :class:`RunOptions`); replaces storage … overwrite.
+        progress: Show a live view of the trials, the estimated time left and cost (in a notebook or on a
+            terminal; plain lines elsewhere). False: quiet.
+        options: All run options at once (a :class:`RunOptions`); replaces storage … progress.
 
     Returns:
         The sweep's :class:`TuneResult`.
@@ -86,10 +89,16 @@ def tune(
     Raises:
         ConfigError: Bad sweep file, data or model reference (nothing has run yet); also a sweep with
             ``data.partitions``, which :func:`tune_partitions` runs.
+        SweepInterrupted: Ctrl-C (a notebook's interrupt) or SIGTERM stopped it; what finished is kept and
+            ``resume=True`` continues it.
     """
+    if progress and console is None:
+        from rich.console import Console
+
+        console = Console()
     options = options or RunOptions(
-        storage, address, resume, console, WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode),
-        overwrite=overwrite,
+        storage, address, resume, console if progress else None,
+        WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode), overwrite=overwrite,
     )
     return run(sweep, options, overrides=_overrides(num_samples, name, mlflow_uri))
 

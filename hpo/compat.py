@@ -127,6 +127,45 @@ def tune_propagates_no_credentials() -> Iterator[None]:
         class_cache.ENV_VARS_TO_PROPAGATE = kept
 
 
+# -- Ray Tune's run loop (ray 2.60.0) ----------------------------------------------------------------
+
+#: The name of the handler ``ray.tune.tune._setup_signal_catching`` installs for SIGINT/SIGUSR1.
+TUNE_STOP_HANDLER = "signal_interrupt_tune_run"
+
+
+def tune_stop_gracefully() -> bool:
+    """Asks a running ``Tuner.fit`` to end as after Ctrl-C: trials stop, the experiment state is saved.
+
+    Tune 2.60 installs one handler for SIGINT and SIGUSR1 while its loop runs; it sets the event the loop
+    checks and puts the previous SIGINT handler back. Calling it is what Ctrl-C does, without a signal.
+
+    Returns:
+        False when no Tune loop is running in this process (the handler is not installed).
+    """
+    import signal
+
+    handler = signal.getsignal(signal.SIGUSR1) if hasattr(signal, "SIGUSR1") else None
+    if not callable(handler) or getattr(handler, "__name__", "") != TUNE_STOP_HANDLER:
+        return False
+    handler(signal.SIGUSR1, None)
+    return True
+
+
+def tune_trial_statuses(results: Any) -> list[tuple[str, str]]:
+    """``(trial id, Tune status)`` of every trial of a ``ResultGrid``, in the grid's order.
+
+    ``Result`` objects carry neither (a trial that never reported has no id in its metrics); a sweep that
+    was interrupted needs the status (``RUNNING``, ``PENDING``, ``TERMINATED``, ``ERROR``…) to tell the
+    trials it stopped from those that had ended.
+    """
+    return [(trial.trial_id, trial.status) for trial in results._experiment_analysis.trials]
+
+
+def set_tuner_callbacks(tuner: Any, callbacks: list[Any]) -> None:
+    """Gives a restored ``Tuner`` this run's callbacks instead of the ones pickled with the first run."""
+    tuner._local_tuner.get_run_config().callbacks = callbacks
+
+
 # -- MLflow (3.17.2) ---------------------------------------------------------------------------------
 
 

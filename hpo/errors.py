@@ -20,3 +20,20 @@ class TrialFailed(HpoError):
 
 class SweepAborted(HpoError):
     """The sweep itself cannot go on (Ray could not start, storage unwritable, ...)."""
+
+
+class SweepInterrupted(HpoError):
+    """Ctrl-C (SIGINT) or SIGTERM stopped the sweep; what had finished is kept and ``--resume`` continues it.
+
+    Attributes:
+        signum: The signal that stopped it (the CLI exits with 128 + ``signum``).
+        name: The sweep's name.
+        summary_path: Its ``summary.json`` (status ``interrupted``), or None when it stopped at once.
+    """
+
+    def __init__(self, signum: int, name: str, summary_path: object = None) -> None:
+        how = "stopped at once" if summary_path is None else "interrupted; finished trials and checkpoints are kept"
+        super().__init__(f"sweep '{name}' {how}")
+        self.signum = signum
+        self.name = name
+        self.summary_path = summary_path

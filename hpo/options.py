@@ -19,6 +19,10 @@ SUMMARY_FILE = "summary.json"
 WARM_START_MODES = ("prior", "reevaluate")
 
 WarmStartMode = Literal["prior", "reevaluate"]
+#: How a sweep's progress is shown: ``auto`` (a live view on a terminal or in a notebook, plain lines
+#: elsewhere), ``plain``, ``live``, ``json`` (one JSON object per update on stdout) or ``off``.
+ProgressMode = Literal["auto", "plain", "live", "json", "off"]
+PROGRESS_MODES = ("auto", "plain", "live", "json", "off")
 
 
 @dataclass(frozen=True)
@@ -80,9 +84,11 @@ class RunOptions:
             (parsed into a :class:`~hpo.storage.Storage`).
         address: Ray address to connect to (``auto``, ``host:6379``, ``ray://…``); None starts a local Ray.
         resume: Continue an interrupted sweep of the same name.
-        console: A ``rich`` console for progress lines; None keeps quiet.
+        console: A ``rich`` console for progress and messages; None keeps quiet (unless ``progress`` is
+            ``json``).
         warm_start: Seed the study from a previous sweep; None: a fresh study.
         overwrite: Start a sweep again under a name that already ran (its Optuna study is dropped).
+        progress: How progress is shown on ``console`` (see :data:`ProgressMode`).
     """
 
     storage: Storage = DEFAULT_STORAGE  # type: ignore[assignment]  # parsed in __post_init__
@@ -91,9 +97,12 @@ class RunOptions:
     console: Any = None
     warm_start: WarmStart | None = None
     overwrite: bool = False
+    progress: ProgressMode = "auto"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "storage", Storage.parse(self.storage))
+        if self.progress not in PROGRESS_MODES:
+            raise ConfigError(f"progress: '{self.progress}' is not allowed; use one of {', '.join(PROGRESS_MODES)}")
         if self.resume and self.overwrite:
             raise ConfigError("--resume: cannot be combined with --overwrite; pass one of them")
 

@@ -2,7 +2,7 @@
 
 - nothing there: a new sweep (``--resume`` is an error: there is nothing to continue);
 - a sweep that started and did not finish (Tune's experiment state, the Optuna study or hpo's state file,
-  but no ``summary.json``): ``--resume`` continues it; without it, refused;
+  and no ``summary.json`` or one that says ``interrupted``): ``--resume`` continues it; without it, refused;
 - a finished sweep (``summary.json``): ``--resume`` reports it as it is and changes nothing (no trial,
   no MLflow run, no model version); without it, refused.
 
@@ -12,6 +12,7 @@ drops a previous study or summary without being told to.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
@@ -32,13 +33,22 @@ def sweep_state(sweep_dir: Path, storage: Storage | None = None, name: str | Non
     """
     if storage is not None and name is not None:
         storage.pull_state(name)
-    if (sweep_dir / SUMMARY_FILE).is_file():
-        return "finished"
+    summary = sweep_dir / SUMMARY_FILE
+    if summary.is_file():
+        return "interrupted" if _status(summary) == "interrupted" else "finished"
     if any((sweep_dir / name).exists() for name in _STARTED) or any(sweep_dir.glob("experiment_state*.json")):
         return "interrupted"
     if storage is not None and storage.shared and name is not None and storage.sweep_exists(name):
         return "interrupted"
     return "new"
+
+
+def _status(summary: Path) -> str:
+    """A summary's ``status`` (summaries written before it existed are ``finished``)."""
+    try:
+        return str(json.loads(summary.read_text()).get("status", "finished"))
+    except (OSError, ValueError, AttributeError):
+        return "finished"  # unreadable: treated as finished, so nothing is started over it without --overwrite
 
 
 def check_rerun(name: str, options: RunOptions, source: str) -> SweepState:
@@ -81,6 +91,6 @@ def prepare_rerun(name: str, options: RunOptions, source: str) -> Path | None:
     path = options.sweep_dir(name) / SUMMARY_FILE
     if state == "finished" and options.resume:
         return path
-    if state == "finished":
+    if path.is_file() and not options.resume:
         path.unlink()  # hpo's own file, under --overwrite: the new run has not finished yet
     return None

@@ -1,7 +1,9 @@
 """A sweep's results: one :class:`~hpo.trial.protocol.TrialRow` per trial, the best, the goal, ``summary.json``.
 
 ``summary.json`` (``STORAGE/NAME/summary.json``) is the contract CI jobs and notebooks read:
-``{name, objective, best, statistics, trials, mlflow, wall_time_s[, goal]}``. With ``search.repeats`` > 1 the
+``{name, status, objective, best, statistics, trials, mlflow, wall_time_s[, goal]}``; ``status`` is
+``finished``, or ``interrupted`` (Ctrl-C or SIGTERM: ``best`` is the best so far, no model was registered,
+``--resume`` finishes it). With ``search.repeats`` > 1 the
 best is the configuration with the best mean over its repeats (each repeat's value: its best epoch) and, of
 that configuration, its best repeat; ``statistics`` says whether it beats the others beyond noise.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from hpo.config import SweepConfig
 from hpo.config.tracking_uri import masked
@@ -21,6 +23,8 @@ from hpo.options import summary_path
 from hpo.stats import Comparison, compare
 from hpo.storage import Storage, checkpoint_uri, write_text_atomic
 from hpo.trial.protocol import REPEAT_KEY, SCORED_STATUSES, TrialRow, epochs_of, error_line, trial_status
+
+SweepStatus = Literal["finished", "interrupted"]
 
 
 @dataclass
@@ -64,21 +68,37 @@ class TuneResult:
         )
 
 
-def trial_rows(results: Any, config: SweepConfig, run_ids: dict[str, str]) -> list[TrialRow]:
+def trial_rows(
+    results: Any,
+    config: SweepConfig,
+    run_ids: dict[str, str],
+    trial_ids: list[str] | None = None,
+    interrupted: set[str] | frozenset[str] = frozenset(),
+) -> list[TrialRow]:
     """One row per trial of Tune's ``ResultGrid``, sorted by trial id.
 
     A trial's metric is the objective at its best epoch (the weights EarlyStopping restores).
+
+    Args:
+        results: Tune's ``ResultGrid``.
+        config: The sweep.
+        run_ids: Trial id → nested MLflow run id.
+        trial_ids: Each result's trial id, in order (a trial that never reported has none in its metrics).
+        interrupted: Trials that Ctrl-C stopped before they ended (status ``interrupted``).
     """
     metric, mode = config.objective.metric, config.objective.mode
     rows = []
-    for result in results:
+    for i, result in enumerate(results):
         last = result.metrics or {}
-        trial_id = last.get("trial_id") or str(result.path).rstrip("/").rsplit("/", 1)[-1]
+        known_id = trial_ids[i] if trial_ids is not None else None
+        trial_id = last.get("trial_id") or known_id or str(result.path).rstrip("/").rsplit("/", 1)[-1]
         history = result.metrics_dataframe
         values = list(history[metric]) if history is not None and metric in history else []
         params = dict(result.config or {})
         repeat = int(params.pop(REPEAT_KEY, 0))
         status = trial_status(last, result.error is not None)
+        if trial_id in interrupted and status != "failed":
+            status = "interrupted"
         rows.append(
             TrialRow(
                 trial_id=trial_id,
@@ -188,8 +208,9 @@ def build_summary(
     mlflow: dict[str, Any],
     wall_time_s: float,
     goal: dict[str, Any] | None,
+    status: SweepStatus = "finished",
 ) -> dict[str, Any]:
-    """The ``summary.json`` document of a sweep."""
+    """The ``summary.json`` document of a sweep (``status``: ``finished`` or ``interrupted``)."""
     best, comparison = sweep_best(config, rows)
     best_entry: dict[str, Any] | None = None
     if best is not None:
@@ -199,6 +220,7 @@ def build_summary(
             best_entry.update(mean=group.mean, std=group.std, ci_low=group.ci_low, ci_high=group.ci_high, n=group.n)
     summary: dict[str, Any] = {
         "name": config.name,
+        "status": status,
         "objective": {"metric": config.objective.metric, "mode": config.objective.mode},
         "best": best_entry,
         "statistics": statistics_section(comparison, rows),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -10,13 +11,15 @@ from typing import Any
 from hpo import compat
 from hpo.config import SweepConfig
 from hpo.config.tracking_uri import masked
-from hpo.errors import ConfigError, SweepAborted
+from hpo.errors import ConfigError, SweepAborted, SweepInterrupted
+from hpo.interrupt import Interruption
 from hpo.options import RunOptions, summary_path
 from hpo.preflight import check_fits_cluster, preflight
 from hpo.ray_session import start_ray, stop_ray
 from hpo.repeats import save_config
 from hpo.rerun import prepare_rerun
 from hpo.summary import TuneResult, build_summary, failure_line, goal_status, trial_rows, write_summary
+from hpo.trial.protocol import ENDED_TUNE_STATUSES
 from hpo.trial.spec import TrialSpec
 
 
@@ -39,20 +42,34 @@ def run_sweep(
         ConfigError: Bad input found before any trial started.
         SweepAborted: The sweep itself could not go on.
     """
-    from hpo.tracking.sweep_tracker import MlflowTracker
-
     finished = prepare_rerun(config.name, options, source)
     if finished is not None:
         return _report_finished(finished, options)
+    with Interruption() as interrupt:
+        return _run(config, options, source, spec, interrupt)
+
+
+def _run(
+    config: SweepConfig, options: RunOptions, source: str, spec: TrialSpec | None, interrupt: Interruption
+) -> TuneResult:
+    """:func:`run_sweep` once the name is cleared, with SIGINT/SIGTERM held by ``interrupt``."""
+    from hpo.progress.setup import monitor_for, samples_per_epoch
+    from hpo.search import planned_trials
+    from hpo.tracking.sweep_tracker import MlflowTracker
+
+    monitor = monitor_for(config, options, planned_trials(config))
+    monitor.begin()  # the header and progress.json from the first second
     spec = spec or preflight(config, options.storage, source)
+    monitor.progress.samples_per_epoch = samples_per_epoch(spec)
     warm_points = _warm_points(config, options, source)
     started_ray = start_ray(options.address)
+    interrupt.rearm()
     try:
         check_fits_cluster(spec, source, local=not options.address, storage=options.storage)
     except ConfigError:
         stop_ray(started_ray)
         raise
-    started = time.time()
+    started = monitor.progress.started = time.time()
     sweep_dir = options.sweep_dir(config.name)
     save_config(sweep_dir, config)  # what `hpo repeat` re-runs
     resume = options.resume and _can_restore(options, config.name) and MlflowTracker.resumable(sweep_dir)
@@ -60,34 +77,55 @@ def run_sweep(
         config, source, sweep_dir, options.storage.state_root / "_mlflow_artifacts", resume,
         sample=(spec.validation.url, spec.features), storage=options.storage,
     )
-    tuner = _tuner(config, options, spec, tracker.callback, warm_points, started, resume)
+    interrupt.on_stop = tracker.callback.mark_interrupted
+    monitor.log = tracker.log_progress
+    tuner = _tuner(config, options, spec, [tracker.callback, monitor], warm_points, started, resume)
     try:
         with compat.tune_propagates_no_credentials():  # trial runtime_envs are logged in plain text
             results = tuner.fit()
+    except KeyboardInterrupt:  # a second Ctrl-C: stop at once (finished trials are in Tune's state and MLflow)
+        monitor.close("interrupted")
+        tracker.interrupt(None)
+        options.storage.push_state(config.name)
+        stop_ray(started_ray)
+        raise SweepInterrupted(interrupt.signum or signal.SIGINT, config.name) from None
     except Exception as exc:
         tracker.fail()
         options.storage.push_state(config.name)
         stop_ray(started_ray)
         raise SweepAborted(f"sweep '{config.name}' stopped: {failure_line(exc)}") from exc
-    path, summary = _write_up(config, options, results, tracker, started)
+    monitor.close("interrupted" if interrupt.interrupted else "finished")
+    path, summary = _write_up(config, options, results, tracker, started, interrupt.interrupted)
     stop_ray(started_ray)
+    if interrupt.signum is not None:
+        raise SweepInterrupted(interrupt.signum, config.name, path)
     return TuneResult.from_summary(summary, path)
 
 
 def _write_up(
-    config: SweepConfig, options: RunOptions, results: Any, tracker: Any, started: float
+    config: SweepConfig, options: RunOptions, results: Any, tracker: Any, started: float, interrupted: bool
 ) -> tuple[Path, dict[str, Any]]:
-    """Closes the study and the MLflow runs, writes ``summary.json`` and copies the driver state to the storage."""
+    """Closes the study and the MLflow runs, writes ``summary.json`` and copies the driver state to the storage.
+
+    An interrupted sweep keeps its study open for ``--resume`` and registers no model.
+    """
     from hpo.search import close_study
 
-    close_study(config, options.sweep_dir(config.name))  # a trial handed out just before a crash never ran
-    rows = trial_rows(results, config, tracker.run_ids())
+    trials = compat.tune_trial_statuses(results)
+    stopped: set[str] = set()
+    if interrupted:  # trials not started, and those Tune stopped for Ctrl-C (it calls no trial hook for them)
+        stopped = {tid for tid, status in trials if status not in ENDED_TUNE_STATUSES}
+        stopped |= set(tracker.callback.open_trials())
+    else:
+        close_study(config, options.sweep_dir(config.name))  # a trial handed out just before a crash never ran
+    rows = trial_rows(results, config, tracker.run_ids(), [tid for tid, _ in trials], stopped)
     goal = goal_status(config, rows) if config.objective.goal is not None else None
-    summary = build_summary(config, rows, tracker.summary_section(), time.time() - started, goal)
+    summary = build_summary(config, rows, tracker.summary_section(), time.time() - started, goal,
+                            "interrupted" if interrupted else "finished")
     report = _report(config, options, summary)
     best_id = (summary["best"] or {}).get("trial_id")  # the summary's rule (best mean with repeats) picked it
     best = next((r for r in rows if r.trial_id == best_id), None)
-    pending = tracker.finish(rows, best, goal, summary, report)
+    pending = tracker.interrupt(summary) if interrupted else tracker.finish(rows, best, goal, summary, report)
     if pending and options.console is not None:
         options.console.print(
             f"mlflow: {pending} writes could not be sent to {masked(tracker.uri)}; kept in "
@@ -148,7 +186,7 @@ def _tuner(
     config: SweepConfig,
     options: RunOptions,
     spec: TrialSpec,
-    tracking_callback: Any,
+    watchers: list[Any],
     warm_points: list[tuple[dict[str, Any], float]] | None,
     started: float,
     resume: bool,
@@ -160,9 +198,7 @@ def _tuner(
     from hpo.trial.driver import make_trainable
 
     storage_path, filesystem = options.storage.tune_storage()
-    callbacks: list[Any] = [tracking_callback, *compat.result_loggers()]
-    if options.console is not None:
-        callbacks.append(_console_progress(config, options, search.planned_trials(config)))
+    callbacks: list[Any] = [*watchers, *compat.result_loggers()]
     stopper = search.build_stopper(config)
     if stopper is not None:
         callbacks.append(stopper)  # it hears when the trial that reached the goal has ended
@@ -178,10 +214,12 @@ def _tuner(
     )
     trainable = make_trainable(spec)
     if resume:
-        return tune.Tuner.restore(
+        tuner = tune.Tuner.restore(
             options.storage.experiment_path(config.name), trainable=trainable, resume_errored=True,
             storage_filesystem=filesystem,
         )
+        compat.set_tuner_callbacks(tuner, callbacks)  # this run's console and tracker, not the pickled ones
+        return tuner
     mode = options.warm_start.mode if options.warm_start else "prior"
     return tune.Tuner(
         trainable,
@@ -198,25 +236,6 @@ def _tuner(
         ),
         run_config=run_config,
     )
-
-
-def _console_progress(config: SweepConfig, options: RunOptions, planned: int) -> Any:
-    """The console callback: a header with where to watch, then epoch lines with estimates, then outcomes."""
-    from hpo.progress.console import ConsoleProgress, EpochPlan
-    from hpo.search import study_url
-    from hpo.tracking import is_server, normalize_uri
-
-    trial, uri = config.trial, masked(normalize_uri(config.tracking.mlflow_uri))
-    header = (
-        f"sweep {config.name}: {planned} trials × {trial.workers} workers, {config.search.algorithm} + "
-        f"{config.scheduler.type}, up to {trial.max_epochs} epochs each\n"
-        f"  MLflow: {'open ' + uri if is_server(uri) else 'hpo ui --mlflow-uri ' + uri}"
-    )
-    if config.search.algorithm != "grid":
-        header += f"\n  study:  optuna-dashboard {study_url(options.sweep_dir(config.name))}"
-    plan = EpochPlan(config.objective.mode, trial.early_stopping.patience, trial.early_stopping.min_delta,
-                     trial.max_epochs, config.objective.goal)
-    return ConsoleProgress(options.console, config.objective.metric, planned, plan, header)
 
 
 def _remaining_budget(budget_s: float | None, started: float) -> float | None:

@@ -14,6 +14,7 @@ from rich.table import Table
 from hpo.cli.cluster import app as cluster_app
 from hpo.cli.data import app as data_app
 from hpo.cli.errors import one_line_errors
+from hpo.cli.status import status
 from hpo.cli.sync import sync
 from hpo.cli.ui import ui
 from hpo.config.tracking_uri import masked
@@ -30,6 +31,7 @@ app = typer.Typer(
 app.add_typer(data_app, name="data")
 app.command()(ui)
 app.command()(sync)
+app.command()(status)
 app.add_typer(cluster_app, name="cluster")
 console = Console(soft_wrap=True)
 
@@ -52,6 +54,9 @@ def tune(
         bool, typer.Option(help="Start a sweep again under a name that already ran (drops its Optuna study).")
     ] = False,
     quiet: Annotated[bool, typer.Option(help="No progress lines; only the final table and where results are.")] = False,
+    json_progress: Annotated[
+        bool, typer.Option("--json-progress", help="Progress as one JSON object per update on stdout (no table).")
+    ] = False,
     warm_start: Annotated[
         Optional[str], typer.Option(help="Seed the study with a previous sweep's best configs (name or summary.json).")
     ] = None,
@@ -79,7 +84,8 @@ def tune(
     if partition_by and partition:
         raise ConfigError(f"{file}: --partition-by: cannot be combined with --partition; use one of them")
     warm = WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode)
-    options = RunOptions(storage, address, resume, None if quiet else console, warm, overwrite=overwrite)
+    mode = "json" if json_progress else "off" if quiet else "auto"
+    options = RunOptions(storage, address, resume, None if quiet else console, warm, overwrite=overwrite, progress=mode)
     overrides = _overrides(num_samples, name, mlflow_uri)
     if partition_by or partition or _lists_partitions(file):
         from hpo.partition import named_urls
@@ -92,8 +98,11 @@ def tune(
         _exit_without_best([part.summary for part in results.values()])
         return
     result = run(file, options, overrides)
-    _print_summary(result.summary)
-    console.print(f"summary: {result.summary_path}", highlight=False)
+    if json_progress:
+        print(json.dumps({"event": "summary", "path": str(result.summary_path), "best": result.summary["best"]}))
+    else:
+        _print_summary(result.summary)
+        console.print(f"summary: {result.summary_path}", highlight=False)
     _exit_without_best([result.summary])
 
 
@@ -219,20 +228,6 @@ def _print_statistics(statistics: dict | None) -> None:
             highlight=False,
         )
     console.print(f"verdict: {statistics['verdict']}", highlight=False)
-
-
-@app.command()
-@one_line_errors
-def status(name: Annotated[str, typer.Argument(help="Sweep name.")], storage: StorageOption = DEFAULT_STORAGE) -> None:
-    """One line per trial of a finished sweep, from its summary.json."""
-    summary = read_summary(Storage.parse(storage), name)
-    counts: dict[str, int] = {}
-    for row in summary["trials"]:
-        counts[row["status"]] = counts.get(row["status"], 0) + 1
-    console.print(
-        f"{name}: {len(summary['trials'])} trials (" + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ")",
-        highlight=False,
-    )
 
 
 @app.command()

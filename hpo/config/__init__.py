@@ -11,6 +11,7 @@ from hpo.config.loading import apply_override, load_sweep, parse_sweep, read_yam
 from hpo.config.schema import SweepConfig
 from hpo.config.sections import (
     CacheConfig,
+    CostConfig,
     DataConfig,
     EarlyStoppingConfig,
     ObjectiveConfig,
@@ -26,6 +27,7 @@ from hpo.config.space import ParamSpec
 
 __all__ = [
     "CacheConfig",
+    "CostConfig",
     "DataConfig",
     "EarlyStoppingConfig",
     "ObjectiveConfig",

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from hpo.config.keras_names import OPTIMIZERS, unknown
 from hpo.config.sections import (
     NAME,
+    CostConfig,
     DataConfig,
     FrozenModel,
     KeyedError,
@@ -35,6 +36,7 @@ class SweepConfig(FrozenModel):
     scheduler: SchedulerConfig = SchedulerConfig()
     trial: TrialConfig = TrialConfig()
     tracking: TrackingConfig = TrackingConfig()
+    cost: CostConfig = CostConfig()
     space: dict[str, ParamSpec] = Field(min_length=1)
 
     @field_validator("name")

@@ -254,6 +254,17 @@ class TrialConfig(FrozenModel):
         return value
 
 
+class CostConfig(FrozenModel):
+    """Prices for the cost the progress view estimates (0 everywhere: no cost is shown)."""
+
+    #: Price of one GPU for an hour (every GPU a trial's workers hold counts).
+    per_gpu_hour: float = Field(default=0.0, ge=0, le=1e6)
+    #: Price of one CPU for an hour (every CPU a trial's workers hold counts).
+    per_cpu_hour: float = Field(default=0.0, ge=0, le=1e6)
+    #: Shown before amounts.
+    currency: str = Field(default="$", min_length=1, max_length=5)
+
+
 class TrackingConfig(FrozenModel):
     """Where results are logged."""
 

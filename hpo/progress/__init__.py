@@ -5,8 +5,10 @@ Python/NumPy/SciPy and imports no Ray: :func:`estimate_trial` projects one trial
 validation curve, :func:`estimate_sweep` a whole sweep's from its trials and its plan. Modules:
 :mod:`~hpo.progress.curves` (trend families and their fit), :mod:`~hpo.progress.stopping` (EarlyStopping,
 goal, max_epochs), :mod:`~hpo.progress.trial`, :mod:`~hpo.progress.cutoffs` (scheduler decisions),
-:mod:`~hpo.progress.schedule` (trials queueing for slots), :mod:`~hpo.progress.sweep`, and
-:mod:`~hpo.progress.console` (the Ray Tune callback that prints trial lines; import it from there).
+:mod:`~hpo.progress.schedule` (trials queueing for slots), :mod:`~hpo.progress.sweep`. The live side:
+:mod:`~hpo.progress.live` (a running sweep's record and its :class:`~hpo.progress.live.Snapshot`),
+:mod:`~hpo.progress.views` (plain lines, live view, JSON lines), :mod:`~hpo.progress.monitor` (the Ray Tune
+callback; import it from there: it needs Ray) and :mod:`~hpo.progress.setup` (built from a sweep file).
 """
 
 from __future__ import annotations

@@ -53,6 +53,8 @@ class MlflowNesting(Callback):
         self._started: set[str] = set()
         self._closed: set[str] = set()
         self._last_step: dict[str, int] = {}
+        #: Set (from the signal handler) when Ctrl-C or SIGTERM stops the sweep, before Tune stops the trials.
+        self.interrupted = False
 
     @property
     def run_ids(self) -> dict[str, str]:
@@ -125,11 +127,22 @@ class MlflowNesting(Callback):
         reason = error_line(getattr(trial, "error_msg", None) or "trial failed")
         self._finish(trial, "FAILED", {"hpo.status": "failed", "hpo.stop_reason": reason})
 
+    def mark_interrupted(self) -> None:
+        """Ctrl-C or SIGTERM is stopping the sweep (called from the signal handler)."""
+        self.interrupted = True
+
+    def open_trials(self) -> list[str]:
+        """Trials whose run this callback started (or reopened) and has not closed."""
+        return sorted(self._started - self._closed)
+
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         """Closes the runs of trials Tune stopped with the whole sweep (time budget, goal), which it does not report.
 
-        Tune calls no trial hook for them, so their runs would stay RUNNING.
+        Tune calls no trial hook for them, so their runs would stay RUNNING. After Ctrl-C (:attr:`interrupted`)
+        the trials still open are left to :meth:`~hpo.tracking.sweep_tracker.MlflowTracker.interrupt`.
         """
+        if self.interrupted:
+            return
         for trial in trials:
             if trial.trial_id in self._started and trial.trial_id not in self._closed:
                 if finished(trial.last_result):

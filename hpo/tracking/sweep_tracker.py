@@ -53,6 +53,10 @@ class Tracker(Protocol):
         """Marks the sweep failed (it stopped with an error)."""
         ...
 
+    def interrupt(self, summary: dict[str, Any] | None) -> int:
+        """Marks the sweep and its running trials interrupted (no model); returns unsent writes."""
+        ...
+
     def summary_section(self) -> dict[str, Any]:
         """``{uri, experiment_id, parent_run_id}`` for ``summary.json``."""
         ...
@@ -160,10 +164,38 @@ class MlflowTracker:
         except Exception as exc:  # noqa: BLE001 - the results are logged; the page is a convenience
             logger.warning("report not logged to MLflow (%s: %s); it is in %s", type(exc).__name__, exc, report)
 
+    def log_progress(self, metrics: dict[str, float], step: int) -> None:
+        """Logs progress figures on the parent run at ``step`` (the forecast: seconds since the start)."""
+        now = int(time.time() * 1000)
+        self.outbox.log("sweep", metrics=[(k, float(v), now, step) for k, v in metrics.items() if finite(v)])
+
     def fail(self) -> None:
         """Tags the parent run failed and closes it."""
         self.outbox.log("sweep", tags={"hpo.status": "failed"})
         self.outbox.terminate("sweep", "FAILED")
+
+    def interrupt(self, summary: dict[str, Any] | None) -> int:
+        """Ctrl-C or SIGTERM: the running trials' and the parent's runs are tagged interrupted and KILLED.
+
+        No model is registered; ``--resume`` reopens the same runs and logs each epoch once.
+
+        Args:
+            summary: The interrupted sweep's summary (its ``mlflow`` section is filled in), or None when
+                the sweep stopped at once.
+
+        Returns:
+            MLflow writes still waiting in the spool.
+        """
+        for trial_id in self.callback.open_trials():
+            key = f"trial:{trial_id}"
+            self.outbox.log(key, tags={"hpo.status": "interrupted", "hpo.stop_reason": "sweep interrupted"})
+            self.outbox.terminate(key, "KILLED")
+        self.outbox.log("sweep", tags={"hpo.status": "interrupted"})
+        self.outbox.terminate("sweep", "KILLED")
+        pending = self.outbox.flush() if self.outbox.down else 0
+        if summary is not None:
+            update_summary(summary, self.outbox, pending)
+        return pending
 
     def _close_parent(
         self, rows: list[TrialRow], best: TrialRow | None, goal: dict[str, Any] | None,
@@ -189,7 +221,7 @@ class MlflowTracker:
             trials_diverged=sum(r.status == "diverged" for r in rows),
         )
         now = int(time.time() * 1000)
-        tags = {"hpo.best_trial_id": best.trial_id if best else ""}
+        tags = {"hpo.best_trial_id": best.trial_id if best else "", "hpo.status": "finished"}
         if best:
             tags["hpo.best_params"] = json.dumps(best.params, default=str)
         if statistics is not None:

@@ -50,7 +50,9 @@ BOOKKEEPING_KEYS = frozenset(
     }
 )
 
-TrialStatus = Literal["completed", "stopped_early", "diverged", "failed"]
+TrialStatus = Literal["completed", "stopped_early", "diverged", "failed", "interrupted"]
+#: Tune statuses of a trial that had ended when the sweep stopped (any other was running or waiting).
+ENDED_TUNE_STATUSES = ("TERMINATED", "ERROR")
 #: Statuses whose metric counts: a diverged or failed trial is never the best or the registered model.
 SCORED_STATUSES = ("completed", "stopped_early")
 
@@ -193,7 +195,8 @@ class TrialRow:
     Attributes:
         trial_id: Tune's trial id.
         params: Its sampled parameters (without the repeat index).
-        status: ``completed``, ``stopped_early``, ``diverged`` or ``failed``.
+        status: ``completed``, ``stopped_early``, ``diverged``, ``failed`` or ``interrupted`` (running when
+            Ctrl-C stopped the sweep; ``--resume`` continues it).
         epochs: Epochs trained.
         metric: The objective at its best epoch (None if it never reported a finite one).
         stopped_early: ``status == "stopped_early"``.

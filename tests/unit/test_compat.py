@@ -138,3 +138,40 @@ def test_tune_propagates_no_credentials_inside_the_block_only(monkeypatch):
         assert not any("AWS" in n or "TOKEN" in n or "SECRET" in n for n in inside)
         assert inside  # Tune's own variables still travel
     assert set(class_cache.ENV_VARS_TO_PROPAGATE) == before
+
+
+def test_tune_stop_handler():
+    import signal
+
+    from ray.tune import tune as tune_module
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGUSR1)}
+    try:
+        assert compat.tune_stop_gracefully() is False  # no Tune loop: nothing to ask
+        event = tune_module._setup_signal_catching()
+        handler = signal.getsignal(signal.SIGUSR1)
+        assert getattr(handler, "__name__", "") == compat.TUNE_STOP_HANDLER, _broken(
+            "tune_stop_gracefully", "ray", "ray.tune.tune._setup_signal_catching's SIGUSR1 handler")
+        assert compat.tune_stop_gracefully() is True
+        assert event.is_set(), _broken("tune_stop_gracefully", "ray", "the handler setting the loop's event")
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def test_tuner_callbacks_and_trial_statuses(tmp_path):
+    from ray import tune
+
+    def trainable(config):
+        tune.report({"score": config["x"]})
+
+    tuner = tune.Tuner(trainable, param_space={"x": 1}, run_config=tune.RunConfig(storage_path=str(tmp_path)))
+    marker = tune.Callback()
+    compat.set_tuner_callbacks(tuner, [marker])
+    assert tuner._local_tuner.get_run_config().callbacks == [marker], _broken(
+        "set_tuner_callbacks", "ray", "Tuner._local_tuner.get_run_config()")
+    assert inspect.signature(compat.tune_trial_statuses)
+    from ray.tune.result_grid import ResultGrid
+
+    assert "_experiment_analysis" in inspect.getsource(ResultGrid.__init__), _broken(
+        "tune_trial_statuses", "ray", "ResultGrid._experiment_analysis")

@@ -38,7 +38,7 @@ LAYERS = [
     {"api", "partition"},
     {"sweep"},
     {"preflight", "summary", "ray_session", "progress", "rerun", "report"},
-    {"search", "trial", "tracking", "cluster", "repeats"},
+    {"search", "trial", "tracking", "cluster", "repeats", "interrupt"},
     {"data", "models", "compat"},
     {"config", "objective", "stats", "options", "storage", "errors", "_env", "trial.protocol"},
 ]

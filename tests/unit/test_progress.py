@@ -1,54 +1,223 @@
-"""The console line of a failed trial carries the last line of its error."""
+"""The live side of progress: the sweep record, its snapshot, the three views, the monitor and hpo status."""
 
 from __future__ import annotations
 
+import io
+import json
+import time
 from types import SimpleNamespace
 
+import pytest
 from rich.console import Console
 
-from hpo.progress.console import ConsoleProgress, error_line
+from hpo.progress import SweepPlan
+from hpo.progress import views as views_module
+from hpo.progress.live import Snapshot, SweepProgress
+from hpo.progress.monitor import PROGRESS_FILE, SweepMonitor, read_live, trial_error_line
+from hpo.progress.views import Header, JsonView, LiveView, PlainView, duration, money, sweep_text
+
+HEADER = Header("s", "4 trials × 2 workers, optuna-tpe + asha, up to 10 epochs each", "hpo ui --mlflow-uri x",
+                "optuna-dashboard sqlite:///y")
 
 
-def test_failed_trial_line_shows_why(tmp_path):
+def _plan(**changes) -> SweepPlan:
+    settings = dict(planned_trials=4, max_concurrent=2, max_epochs=10, mode="max", patience=2,
+                    cpus_per_trial=2.0, scheduler="fifo")
+    settings.update(changes)
+    return SweepPlan(**settings)
+
+
+def _trial(trial_id: str, **config) -> SimpleNamespace:
+    return SimpleNamespace(trial_id=trial_id, config=config, last_result={}, status="RUNNING")
+
+
+def _monitor(tmp_path, console=None, plan=None, **kwargs) -> SweepMonitor:
+    progress = SweepProgress("s", "val_accuracy", plan or _plan(), samples_per_epoch=1000, started=time.time())
+    views = [PlainView(console, interval_s=5)] if console is not None else []
+    return SweepMonitor(progress, HEADER, views, tmp_path / PROGRESS_FILE, tick_s=0.0, **kwargs)
+
+
+def test_snapshot_counts_trials_best_speed_and_cost():
+    now = 1000.0
+    progress = SweepProgress("s", "val_accuracy", _plan(cost_per_cpu_hour=3.6), samples_per_epoch=500, started=now)
+    progress.start("a", {"lr": 0.1}, now=now)
+    progress.start("b", {"lr": 0.01}, now=now)
+    for epoch, value in enumerate([0.5, 0.7, 0.8], start=1):
+        progress.result("a", epoch, value, 2.0)
+    progress.end("a", "completed", now=now + 6)
+    for epoch, value in enumerate([0.4, 0.6], start=1):
+        progress.result("b", epoch, value, 2.0)
+    snap = progress.snapshot(now=now + 60)
+    assert (snap.completed, snap.running, snap.pending, snap.ended, snap.planned) == (1, 1, 2, 1, 4)
+    assert snap.best_trial_id == "a" and snap.best_value == 0.8
+    assert snap.epochs_per_min == 5.0 and snap.samples_per_s == pytest.approx(5 * 500 / 60, abs=0.1)
+    # 5 epochs × 2 s × 2 CPUs at 3.6 per CPU hour = 0.02 spent; the total adds the estimated rest
+    assert snap.cost_spent == pytest.approx(0.02)
+    assert snap.cost_total_low <= snap.cost_total_median <= snap.cost_total_high and snap.cost_total_low > 0.02
+    assert snap.remaining_s_low <= snap.remaining_s_median <= snap.remaining_s_high
+    running = snap.trials[0]
+    assert running.trial_id == "b" and running.status == "running" and running.epoch == 2
+    assert 2 <= running.epochs_low <= running.epochs_median <= running.epochs_high <= 10
+    assert running.percent_done == pytest.approx(100 * 2 / running.epochs_median, abs=0.1)
+    assert snap.trials[1].epochs_median is None  # an ended trial has no estimate
+    assert Snapshot.from_dict(json.loads(json.dumps(snap.to_dict()))) == snap
+
+
+def test_no_price_no_cost_and_nan_values_never_raise():
+    progress = SweepProgress("s", "val_loss", _plan(mode="min"), started=0.0)
+    progress.result("x", 1, float("nan"))
+    progress.result("x", 3, "junk")  # a skipped epoch is filled in, junk is NaN
+    snap = progress.snapshot(now=10.0)
+    assert snap.cost_spent is None and snap.cost_total_median is None
+    assert snap.trials[0].epoch == 3 and snap.trials[0].value is None and snap.best_value is None
+    assert snap.remaining_s_median is None  # no timings yet
+    assert "time left: after the first timed epochs" in sweep_text(snap)
+
+
+def test_best_after_each_trial_is_the_optimisation_history():
+    progress = SweepProgress("s", "val_loss", _plan(mode="min"), started=0.0)
+    for trial_id, values, status in [("a", [0.9, 0.5], "completed"), ("b", [0.7], "stopped_early"),
+                                     ("c", [0.1], "failed"), ("d", [0.3, 0.2], "completed")]:
+        for epoch, value in enumerate(values, start=1):
+            progress.result(trial_id, epoch, value)
+        progress.end(trial_id, status)
+    assert progress.best_after_each_trial() == [0.5, 0.5, 0.5, 0.2]  # a failed trial never counts
+
+
+def test_plain_view_first_epoch_at_once_then_blocks_at_most_every_interval(tmp_path, monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(views_module.time, "monotonic", lambda: clock[0])
+    console = Console(record=True, width=400)
+    monitor = _monitor(tmp_path, console)
+    monitor.begin()
+    trial = _trial("t1", learning_rate=0.1)
+    monitor.on_trial_start(0, [], trial)
+    for epoch, value in enumerate([0.5, 0.6, 0.7, 0.75], start=1):
+        clock[0] = 100.0 + [0, 1, 2, 7][epoch - 1]
+        monitor.on_trial_result(0, [], trial, {"val_accuracy": value, "epoch": epoch, "epoch_time_s": 1.0})
+    lines = console.export_text().strip().splitlines()
+    assert lines[:3] == HEADER.lines()
+    epoch_lines = [line for line in lines if line.startswith("  t1 epoch ")]
+    # epoch 1 at once (with the prior), 2 and 3 within 5 s of it skipped, 4 at +7 s shown with the sweep line
+    assert [line.split()[2] for line in epoch_lines] == ["1/10", "4/10"]
+    assert "val_accuracy=0.5000 best=0.5000, est. " in epoch_lines[0] and "(prior)" in epoch_lines[0]
+    assert "val_accuracy=0.7500 best=0.7500, est. " in epoch_lines[1] and "s left [" in epoch_lines[1]
+    sweep_lines = [line for line in lines if line.startswith("sweep: ")]
+    assert len(sweep_lines) == 2  # with the first epoch (t=100) and at t=107, none at 101 and 102
+    assert "0/4 ended" in sweep_lines[1] and "1 running, 3 pending" in sweep_lines[1] and " left [" in sweep_lines[1]
+    assert "\x1b[" not in console.export_text(styles=False)
+
+
+def test_trial_end_lines_and_a_failed_trial_says_why(tmp_path):
+    console = Console(record=True, width=300)
+    monitor = _monitor(tmp_path, console)
+    ok, bad = _trial("ok"), _trial("bad")
     error = tmp_path / "error.txt"
     error.write_text("Traceback (most recent call last):\n  File x\nRuntimeError: broken on purpose\n\n")
-    trial = SimpleNamespace(trial_id="abc123", last_result={}, error_file=str(error))
-    console = Console(record=True, width=200)
-    ConsoleProgress(console, "val_accuracy", planned=3).on_trial_error(0, [], trial)
-    line = console.export_text().strip()
-    assert line.startswith("[1/3] abc123 failed")
-    assert line.endswith("RuntimeError: broken on purpose")
+    bad.error_file = str(error)
+    for trial in (ok, bad):
+        monitor.on_trial_start(0, [], trial)
+        monitor.on_trial_result(0, [], trial, {"val_accuracy": 0.5, "epoch": 1, "epoch_time_s": 1.0})
+    ok.last_result = {"val_accuracy": 0.5, "epoch": 1, "trial_finished": True}
+    monitor.on_trial_complete(0, [], ok)
+    monitor.on_trial_error(0, [], bad)
+    ended = [line for line in console.export_text().splitlines() if line.startswith("[")]
+    assert ended[0].startswith("[1/4] ok completed") and "val_accuracy=0.5000" in ended[0]
+    assert ended[1].startswith("[2/4] bad failed") and ended[1].endswith("RuntimeError: broken on purpose")
 
 
-def test_no_error_file_gives_nothing(tmp_path):
-    assert error_line(SimpleNamespace(error_file=str(tmp_path / "missing"))) == ""
-    assert error_line(SimpleNamespace(error_file=None)) == ""
+def test_error_line_falls_back_to_the_message():
+    assert trial_error_line(SimpleNamespace(error_file=None, error_msg="boom\nValueError: bad")) == "ValueError: bad"
+    assert trial_error_line(SimpleNamespace(error_file="/no/such/file")) == ""
 
 
-def test_epoch_lines_come_from_the_first_epoch_on_with_an_estimate_then_at_most_every_interval(monkeypatch):
-    from hpo.progress import console as progress
+def test_monitor_writes_progress_json_and_logs_the_forecast(tmp_path):
+    logged = []
+    monitor = _monitor(tmp_path, log_every_s=0.0)
+    monitor.log = lambda metrics, step: logged.append((metrics, step))
+    monitor.begin()
+    assert read_live(tmp_path / PROGRESS_FILE).state == "starting"
+    trial = _trial("t1")
+    monitor.on_trial_start(0, [], trial)
+    for epoch in (1, 2, 3):
+        monitor.on_trial_result(0, [], trial, {"val_accuracy": 0.1 * epoch, "epoch": epoch, "epoch_time_s": 0.5})
+    live = read_live(tmp_path / PROGRESS_FILE)
+    assert live.state == "running" and live.trials[0].epoch == 3 and live.remaining_s_median is not None
+    trial.last_result = {"val_accuracy": 0.3, "epoch": 3}
+    monitor.on_trial_complete(0, [], trial)
+    assert ({"best_so_far_val_accuracy": pytest.approx(0.3)}, 1) in logged
+    forecasts = [m for m, _ in logged if "forecast_remaining_s" in m]
+    assert forecasts and all(m["forecast_remaining_s_low"] <= m["forecast_remaining_s_high"] for m in forecasts)
+    final = monitor.close("interrupted")
+    assert final.state == "interrupted" and read_live(tmp_path / PROGRESS_FILE).state == "interrupted"
 
-    clock = iter([0.0, 100.0, 100.0, 101.0, 102.0, 107.0])  # init, setup, then one per epoch
-    monkeypatch.setattr(progress.time, "time", lambda: next(clock))
-    console = Console(record=True, width=300)
-    plan = progress.EpochPlan(mode="max", patience=2, min_delta=0.0, max_epochs=10)
-    callback = ConsoleProgress(console, "val_accuracy", planned=4, plan=plan, header="sweep s: 4 trials", interval_s=5)
-    callback.setup()  # t=100
-    trial = SimpleNamespace(trial_id="t1", last_result={})
-    for epoch, value in enumerate([0.5, 0.6, 0.7, 0.75], start=1):
-        callback.on_trial_result(0, [], trial, {"val_accuracy": value, "epoch": epoch, "epoch_time_s": 1.0})
-    lines = console.export_text().strip().splitlines()
-    assert lines[0] == "sweep s: 4 trials"
-    # epoch 1 at t=100 (first), epoch 2 at 101 and 3 at 102 skipped (within 5 s), epoch 4 at 107 shown
-    assert [line.split()[2] for line in lines[1:]] == ["1/10", "4/10"]
-    assert "val_accuracy=0.5000 best=0.5000, est. " in lines[1] and "(prior)" in lines[1]
-    assert "val_accuracy=0.7500 best=0.7500, est. " in lines[2] and "s left [" in lines[2] and lines[2].endswith("(7s)")
-    low, high = lines[2].split("epochs [")[1].split("]")[0].split("-")
-    assert 4 <= int(low) <= int(high) <= 10
+
+def test_a_resumed_sweep_counts_the_trials_that_ended_before(tmp_path):
+    monitor = _monitor(tmp_path)
+    done = SimpleNamespace(trial_id="old", config={"lr": 1}, status="TERMINATED",
+                           last_result={"val_accuracy": 0.9, "epoch": 4, "trial_finished": True})
+    failed = SimpleNamespace(trial_id="err", config={}, status="ERROR", last_result={})
+    monitor.on_step_end(0, [done, failed, _trial("new")])
+    snap = monitor.snapshot
+    assert (snap.completed, snap.failed, snap.best_trial_id) == (1, 1, "old")
+    assert monitor.progress.trials["old"].values == [0.9] * 4
 
 
-def test_epoch_lines_without_a_plan_or_a_metric_still_print():
-    console = Console(record=True, width=200)
-    callback = ConsoleProgress(console, "val_loss", planned=1)
-    callback.on_trial_result(0, [], SimpleNamespace(trial_id="t2", last_result={}), {"epoch": 1})
-    assert console.export_text().strip().startswith("t2 epoch 1 val_loss=- best=-")
+def test_json_view_writes_one_object_per_line_without_nan():
+    stream = io.StringIO()
+    view = JsonView(stream, interval_s=0)
+    progress = SweepProgress("s", "val_accuracy", _plan(), started=0.0)
+    progress.result("t", 1, float("nan"), 1.0)
+    snap = progress.snapshot(now=5.0)
+    view.start(HEADER)
+    view.update(snap)
+    view.trial_event(snap, snap.trials[0], "first_epoch")
+    view.close(snap.with_state("finished"))
+    events = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [e["event"] for e in events] == ["start", "progress", "trial", "end"]
+    assert events[1]["trials"][0]["value"] is None and events[3]["state"] == "finished"
+    assert "NaN" not in stream.getvalue()
+
+
+def test_live_view_draws_the_running_trials_in_place():
+    console = Console(record=True, width=160, force_terminal=True)
+    view = LiveView(console, refresh_s=0)
+    progress = SweepProgress("s", "val_accuracy", _plan(), started=0.0)
+    for epoch, value in enumerate([0.3, 0.5, 0.6], start=1):
+        progress.result("abc", epoch, value, 1.0)
+    snap = progress.snapshot(now=9.0)
+    view.start(HEADER)
+    view.update(snap)
+    view.close(snap.with_state("finished"))
+    text = console.export_text()
+    assert "abc" in text and "3/10" in text and "val_accuracy" in text and "sweep: 0/4 ended" in text
+
+
+def test_durations_and_money_read_like_a_person_would_write_them():
+    assert [duration(s) for s in (None, 4.4, 65, 3725)] == ["?", "4s", "1m05s", "1h02m"]
+    assert [money(a) for a in (0, 0.0031, 0.25, 12.4)] == ["$0.00", "$0.0031", "$0.25", "$12.40"]
+
+
+def test_status_reads_the_live_state_while_running_and_the_summary_after(tmp_path):
+    from tests.conftest import hpo_cli
+
+    runs = tmp_path / "runs"
+    progress = SweepProgress("live", "val_accuracy", _plan(), started=time.time() - 30)
+    progress.result("t1", 1, 0.4, 2.0)
+    progress.result("t1", 2, 0.6, 2.0)
+    (runs / "live").mkdir(parents=True)
+    (runs / "live" / PROGRESS_FILE).write_text(json.dumps(progress.snapshot().to_dict()))
+    shown = hpo_cli("status", "live", "--storage", str(runs), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("live: running (updated ") and "  t1 epoch 2/10" in shown.stdout
+    data = json.loads(hpo_cli("status", "live", "--storage", str(runs), "--json", cwd=tmp_path).stdout)
+    assert data["state"] == "running" and data["running"] == 1 and data["trials"][0]["epoch"] == 2
+
+    summary = {"name": "live", "status": "finished", "objective": {"metric": "val_accuracy", "mode": "max"},
+               "best": {"trial_id": "t1", "metric": 0.6, "params": {}}, "wall_time_s": 31.0,
+               "trials": [{"trial_id": "t1", "status": "completed"}]}
+    (runs / "live" / "summary.json").write_text(json.dumps(summary))
+    after = hpo_cli("status", "live", "--storage", str(runs), cwd=tmp_path)
+    assert after.stdout.splitlines() == ["live: finished, 1 trials (1 completed)", "best: t1 val_accuracy=0.6000"]
+    missing = hpo_cli("status", "nothing", "--storage", str(runs), cwd=tmp_path)
+    assert missing.returncode == 2 and "no sweep 'nothing'" in missing.stderr

@@ -1,0 +1,82 @@
+"""``hpo status NAME``: a sweep's state, live while it runs (``progress.json``), from ``summary.json`` after."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from hpo.cli.errors import one_line_errors
+from hpo.errors import ConfigError
+from hpo.options import summary_path
+from hpo.progress.live import Snapshot
+from hpo.progress.monitor import PROGRESS_FILE, read_live
+from hpo.progress.views import number, sweep_text, trial_text
+from hpo.storage import DEFAULT_STORAGE, Storage
+
+#: A live state not updated for this long: its driver may be gone.
+STALE_S = 60.0
+console = Console(soft_wrap=True)
+
+
+def live_or_summary(storage: Storage, name: str) -> tuple[Snapshot | None, dict[str, Any] | None]:
+    """The sweep's live snapshot while it runs (else None) and its summary once it has one (else None).
+
+    Raises:
+        ConfigError: Neither exists.
+    """
+    live = read_live(storage.state_dir(name) / PROGRESS_FILE)
+    path = summary_path(storage, name)
+    if not path.is_file():
+        storage.pull_state(name)
+    summary = json.loads(path.read_text()) if path.is_file() else None
+    running = live is not None and live.state in ("starting", "running")
+    if running and summary is not None and path.stat().st_mtime >= live.time:  # type: ignore[union-attr]
+        running = False  # a resumed sweep's old summary is older than its live state
+    if live is None and summary is None:
+        raise ConfigError(f"{path}: (file): no sweep '{name}' there; run 'hpo tune' first or pass --storage")
+    return (live if running or summary is None else None), summary
+
+
+def _summary_status(name: str, summary: dict[str, Any]) -> dict[str, Any]:
+    counts: dict[str, int] = {}
+    for row in summary["trials"]:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    best = summary.get("best") or {}
+    return {"name": name, "state": summary.get("status", "finished"), "trials": len(summary["trials"]),
+            "statuses": counts, "best_trial_id": best.get("trial_id"), "best_value": best.get("metric"),
+            "metric": summary["objective"]["metric"], "wall_time_s": summary.get("wall_time_s")}
+
+
+@one_line_errors
+def status(
+    name: Annotated[str, typer.Argument(help="Sweep name.")],
+    storage: Annotated[str, typer.Option("--storage", help="Where sweeps live (directory or URI).")] = DEFAULT_STORAGE,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object instead of lines.")] = False,
+) -> None:
+    """A sweep's state: live while it runs (from another terminal), from its summary.json after."""
+    live, summary = live_or_summary(Storage.parse(storage), name)
+    if live is not None:
+        age = max(0.0, time.time() - live.time)
+        if as_json:
+            print(json.dumps({**live.to_dict(), "age_s": round(age, 1)}, default=str))
+            return
+        note = f"updated {age:.0f}s ago" if age < STALE_S else (
+            f"no update for {age:.0f}s: its driver may have stopped ('hpo tune FILE --resume' continues it)")
+        console.print(f"{name}: {live.state} ({note})", highlight=False)
+        console.print(sweep_text(live), highlight=False)
+        for trial in live.trials:
+            if trial.status == "running":
+                console.print("  " + trial_text(live, trial), highlight=False)
+        return
+    data = _summary_status(name, summary or {})
+    if as_json:
+        print(json.dumps(data, default=str))
+        return
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(data["statuses"].items()))
+    console.print(f"{name}: {data['state']}, {data['trials']} trials ({counts})", highlight=False)
+    if data["best_trial_id"]:
+        console.print(f"best: {data['best_trial_id']} {data['metric']}={number(data['best_value'])}", highlight=False)

@@ -1,0 +1,282 @@
+"""A running sweep's state, trial by trial, and the snapshot every view of it shows.
+
+:class:`SweepProgress` records what the trials report (start, each epoch's value and seconds, their end)
+and turns it into a :class:`Snapshot`: counts, the best trial so far, speed, and the Monte-Carlo
+estimates of each running trial (:func:`~hpo.progress.trial.estimate_trial`) and of the whole sweep
+(:func:`~hpo.progress.sweep.estimate_sweep`). The console, the JSON lines, ``progress.json`` (what ``hpo
+status`` reads while the sweep runs) and the MLflow forecast metrics all show the same snapshot. Pure
+Python and NumPy: no Ray.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Literal
+
+from hpo.progress.sweep import SweepPlan, TrialHistory, estimate_sweep
+from hpo.progress.trial import estimate_trial
+
+#: How a trial stands: running, or how it ended.
+TrialState = Literal["running", "completed", "stopped_early", "failed", "diverged"]
+SweepState = Literal["starting", "running", "finished", "interrupted"]
+#: Each tracked status → the estimator's (a diverged trial ended by its own rule).
+_HISTORY_STATUS = {"running": "running", "completed": "finished", "stopped_early": "stopped",
+                   "failed": "failed", "diverged": "finished"}
+
+
+@dataclass
+class TrialTrack:
+    """What one trial has reported so far (mutable, driver side)."""
+
+    trial_id: str
+    params: dict[str, Any]
+    started: float
+    cpus: float | None = None
+    gpus: float | None = None
+    values: list[float] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+    status: TrialState = "running"
+    ended: float | None = None
+
+
+@dataclass(frozen=True)
+class TrialLine:
+    """One trial as the views show it (estimates only while it runs; low/high: the 80 % interval)."""
+
+    trial_id: str
+    status: str
+    epoch: int
+    value: float | None
+    best: float | None
+    elapsed_s: float
+    epochs_median: int | None = None
+    epochs_low: int | None = None
+    epochs_high: int | None = None
+    remaining_s_median: float | None = None
+    remaining_s_low: float | None = None
+    remaining_s_high: float | None = None
+    percent_done: float | None = None
+    method: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A sweep at one moment: what every progress view shows, and what ``progress.json`` holds.
+
+    Attributes:
+        name: The sweep.
+        state: ``starting``, ``running``, ``finished`` or ``interrupted``.
+        time: Unix time of the snapshot.
+        elapsed_s: Seconds since the sweep started.
+        metric: The objective.
+        mode: ``max`` or ``min``.
+        max_epochs: The most epochs a trial trains.
+        planned: Trials the sweep plans.
+        completed: Trials that ended by their own rules (max_epochs, patience, goal).
+        stopped_early: Trials the scheduler stopped.
+        failed: Trials that failed.
+        diverged: Trials whose loss became NaN/inf.
+        running: Trials running now.
+        pending: Trials not started yet.
+        remaining_s_median: Estimated seconds left (None: no timings yet); low/high: the 80 % interval.
+        cost_spent: What the epochs trained so far cost (None: no price set).
+        cost_total_median: Estimated cost of the whole sweep (None: no price or no timings); low/high.
+        epochs_per_min: Epochs trained per minute, all trials together.
+        samples_per_s: Training examples per second, all trials together (None: unknown dataset size).
+        best_trial_id: The best trial so far (completed or stopped early), or None.
+        best_value: Its best epoch's value.
+        method: The sweep estimate's method (``monte-carlo``, ``prior`` or ``done``).
+        trials: Every trial, running ones first.
+    """
+
+    name: str
+    state: SweepState
+    time: float
+    elapsed_s: float
+    metric: str
+    mode: str
+    max_epochs: int
+    planned: int
+    completed: int = 0
+    stopped_early: int = 0
+    failed: int = 0
+    diverged: int = 0
+    running: int = 0
+    pending: int = 0
+    remaining_s_median: float | None = None
+    remaining_s_low: float | None = None
+    remaining_s_high: float | None = None
+    cost_spent: float | None = None
+    cost_total_median: float | None = None
+    cost_total_low: float | None = None
+    cost_total_high: float | None = None
+    epochs_per_min: float = 0.0
+    samples_per_s: float | None = None
+    best_trial_id: str | None = None
+    best_value: float | None = None
+    method: str = "prior"
+    trials: tuple[TrialLine, ...] = ()
+
+    @property
+    def ended(self) -> int:
+        """Trials that ended, however."""
+        return self.completed + self.stopped_early + self.failed + self.diverged
+
+    def to_dict(self) -> dict[str, Any]:
+        """The snapshot as JSON-ready data (``progress.json``, ``--json-progress``)."""
+        data = asdict(self)
+        data["trials"] = [asdict(t) for t in self.trials]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Snapshot:
+        """A snapshot read back from ``progress.json``."""
+        names = {f.name for f in fields(cls)}
+        trial_names = {f.name for f in fields(TrialLine)}
+        trials = tuple(TrialLine(**{k: v for k, v in t.items() if k in trial_names}) for t in data.get("trials", []))
+        return cls(**{**{k: v for k, v in data.items() if k in names}, "trials": trials})
+
+    def with_state(self, state: SweepState) -> Snapshot:
+        """The same snapshot in another state (the sweep ended or was interrupted)."""
+        return replace(self, state=state, time=time.time())
+
+
+class SweepProgress:
+    """Records a sweep's trials as they report, and snapshots them.
+
+    Args:
+        name: The sweep.
+        metric: The objective.
+        plan: The sweep's plan (its ``elapsed_s`` is replaced by the time since ``started``).
+        samples_per_epoch: Training examples in one epoch of one trial (None: unknown).
+        started: Unix time the sweep started (default: now).
+        samples: Monte-Carlo samples per estimate.
+    """
+
+    def __init__(
+        self, name: str, metric: str, plan: SweepPlan, samples_per_epoch: int | None = None,
+        started: float | None = None, samples: int = 300,
+    ) -> None:
+        self.name = name
+        self.metric = metric
+        self.plan = plan
+        self.samples_per_epoch = samples_per_epoch
+        self.started = time.time() if started is None else started
+        self.samples = samples
+        self.trials: dict[str, TrialTrack] = {}
+        self.order: list[str] = []  # trial ids in the order they ended
+
+    def start(self, trial_id: str, params: dict[str, Any] | None = None, now: float | None = None) -> TrialTrack:
+        """A trial started (or was seen again after a resume); returns its record (an ended one stays ended)."""
+        track = self.trials.get(trial_id)
+        if track is None:
+            started = time.time() if now is None else now
+            track = self.trials[trial_id] = TrialTrack(trial_id, dict(params or {}), started)
+        return track
+
+    def result(self, trial_id: str, epoch: int, value: Any, epoch_seconds: Any = None) -> None:
+        """A trial reported epoch ``epoch`` (1-based): its objective value and the seconds it took."""
+        track = self.start(trial_id)
+        number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+        if epoch > len(track.values):
+            track.values.extend([math.nan] * (epoch - 1 - len(track.values)))
+            track.values.append(number)
+        if isinstance(epoch_seconds, (int, float)) and math.isfinite(epoch_seconds) and epoch_seconds >= 0:
+            track.seconds.append(float(epoch_seconds))
+
+    def end(self, trial_id: str, status: TrialState, now: float | None = None) -> None:
+        """A trial ended (``completed``, ``stopped_early``, ``failed`` or ``diverged``)."""
+        track = self.start(trial_id)
+        if track.ended is None:
+            self.order.append(trial_id)
+        track.status = status
+        track.ended = time.time() if now is None else now
+
+    def best(self) -> tuple[str | None, float | None]:
+        """The best trial so far among completed and stopped-early ones: ``(trial id, value)``."""
+        better = max if self.plan.mode == "max" else min
+        scored = [(t.trial_id, _best(t.values, self.plan.mode)) for t in self.trials.values()
+                  if t.status in ("completed", "stopped_early", "running")]
+        scored = [(tid, v) for tid, v in scored if v is not None]
+        if not scored:
+            return None, None
+        return better(scored, key=lambda item: item[1])
+
+    def best_after_each_trial(self) -> list[float]:
+        """The best value after each ended trial, in the order they ended (the optimisation history)."""
+        out: list[float] = []
+        best: float | None = None
+        for trial_id in self.order:
+            track = self.trials[trial_id]
+            value = _best(track.values, self.plan.mode) if track.status in ("completed", "stopped_early") else None
+            if value is not None and (best is None or (value > best if self.plan.mode == "max" else value < best)):
+                best = value
+            if best is not None:
+                out.append(best)
+        return out
+
+    def snapshot(self, now: float | None = None, state: SweepState = "running") -> Snapshot:
+        """The sweep now, with fresh estimates (a few hundred milliseconds at most for a large sweep)."""
+        now = time.time() if now is None else now
+        elapsed = max(0.0, now - self.started)
+        plan = replace(self.plan, elapsed_s=elapsed)
+        tracks = list(self.trials.values())
+        counts = {s: sum(t.status == s for t in tracks) for s in ("completed", "stopped_early", "failed", "diverged")}
+        running = [t for t in tracks if t.status == "running"]
+        estimate = estimate_sweep([_history(t) for t in tracks], plan, samples=self.samples)
+        epochs = sum(len(t.values) for t in tracks)
+        best_id, best_value = self.best()
+        spent = estimate.cost_spent
+        total = [None if c is None else (spent or 0.0) + c
+                 for c in (estimate.cost_median, estimate.cost_low, estimate.cost_high)]
+        return Snapshot(
+            name=self.name, state=state, time=now, elapsed_s=round(elapsed, 2), metric=self.metric,
+            mode=plan.mode, max_epochs=plan.max_epochs, planned=max(plan.planned_trials, len(tracks)), **counts,
+            running=len(running), pending=max(0, plan.planned_trials - len(tracks)),
+            remaining_s_median=estimate.remaining_s_median, remaining_s_low=estimate.remaining_s_low,
+            remaining_s_high=estimate.remaining_s_high, cost_spent=spent if plan.priced else None,
+            cost_total_median=total[0], cost_total_low=total[1], cost_total_high=total[2],
+            epochs_per_min=round(60.0 * epochs / elapsed, 2) if elapsed > 0 else 0.0,
+            samples_per_s=(round(epochs * self.samples_per_epoch / elapsed, 1)
+                           if self.samples_per_epoch and elapsed > 0 else None),
+            best_trial_id=best_id, best_value=best_value, method=estimate.method,
+            trials=tuple(self._line(t, now) for t in sorted(tracks, key=lambda t: (t.status != "running", t.started))),
+        )
+
+    def _line(self, track: TrialTrack, now: float) -> TrialLine:
+        plan = self.plan
+        base = TrialLine(
+            trial_id=track.trial_id, status=track.status, epoch=len(track.values),
+            value=_finite(track.values[-1]) if track.values else None, best=_best(track.values, plan.mode),
+            elapsed_s=round((track.ended or now) - track.started, 2), params=track.params,
+        )
+        if track.status != "running":
+            return base
+        est = estimate_trial(track.values, mode=plan.mode, patience=plan.patience, min_delta=plan.min_delta,
+                             max_epochs=plan.max_epochs, epoch_seconds=track.seconds or None, goal=plan.goal,
+                             samples=min(self.samples, 200))
+        return replace(
+            base, epochs_median=est.epochs_median, epochs_low=est.epochs_low, epochs_high=est.epochs_high,
+            remaining_s_median=est.remaining_s_median, remaining_s_low=est.remaining_s_low,
+            remaining_s_high=est.remaining_s_high, method=est.method,
+            percent_done=round(100.0 * len(track.values) / max(est.epochs_median, 1), 1),
+        )
+
+
+def _history(track: TrialTrack) -> TrialHistory:
+    return TrialHistory(track.values, track.seconds or None, _HISTORY_STATUS[track.status],  # type: ignore[arg-type]
+                        track.cpus, track.gpus)
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _best(values: list[float], mode: str) -> float | None:
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return None
+    return max(finite) if mode == "max" else min(finite)

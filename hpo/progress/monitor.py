@@ -1,0 +1,219 @@
+"""The Ray Tune callback that watches a sweep: views, ``progress.json`` and the MLflow forecast.
+
+:class:`SweepMonitor` feeds every trial's start, epochs and end into a
+:class:`~hpo.progress.live.SweepProgress` and, about every ``tick_s`` seconds, hands a fresh snapshot to
+its views (plain lines, live view, JSON lines), writes it to ``STATE/NAME/progress.json`` (what ``hpo
+status`` reads while the sweep runs) and, every ``log_every_s``, logs the forecast on the MLflow parent
+run (step = seconds since the start). Each trial that ends logs the best value so far (step = how many
+trials ended), so the MLflow UI charts the optimisation history.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ray.tune import Callback
+
+from hpo.progress.live import Snapshot, SweepProgress
+from hpo.progress.views import Header, View
+from hpo.storage import write_text_atomic
+from hpo.trial.protocol import EPOCH_KEY, REPEAT_KEY, error_line, trial_status
+
+logger = logging.getLogger(__name__)
+
+#: The live state of a running sweep, in its state directory.
+PROGRESS_FILE = "progress.json"
+#: Metric logger: ``(metrics, step)`` onto the sweep's parent run.
+LogMetrics = Callable[[dict[str, float], int], None]
+
+
+class SweepMonitor(Callback):
+    """Watches a sweep for its views, ``progress.json`` and MLflow.
+
+    Args:
+        progress: The sweep's progress record (its plan, the start time).
+        header: What the views show first.
+        views: Where snapshots go (none: only ``progress.json`` and MLflow).
+        live_file: ``STATE/NAME/progress.json``; None: not written.
+        tick_s: Seconds between snapshots.
+        log_every_s: Seconds between forecasts logged to MLflow.
+    """
+
+    def __init__(
+        self, progress: SweepProgress, header: Header, views: list[View], live_file: Path | None = None,
+        tick_s: float = 2.0, log_every_s: float = 30.0,
+    ) -> None:
+        self.progress = progress
+        self.header = header
+        self.views = views
+        self.live_file = live_file
+        self.tick_s = tick_s
+        self.log_every_s = log_every_s
+        #: Logs metrics on the parent run; set once the tracker exists.
+        self.log: LogMetrics | None = None
+        self.last_tick = 0.0
+        self.last_log = -math.inf
+        self.synced = False
+        self.snapshot: Snapshot | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune pickles its callbacks with the Tuner; a resumed sweep is given a new monitor instead.
+        return {"progress": None, "header": self.header, "views": [], "live_file": None, "log": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, tick_s=2.0, log_every_s=30.0, last_tick=0.0, last_log=-math.inf,
+                             synced=True, snapshot=None)
+
+    # -- the sweep's own calls ---------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """The sweep starts: the header on every view, ``progress.json`` says ``starting``."""
+        for view in self.views:
+            view.start(self.header)
+        self._write(self.progress.snapshot(state="starting"))
+
+    def close(self, state: str) -> Snapshot | None:
+        """The sweep ended (``finished`` or ``interrupted``): the last snapshot everywhere."""
+        if self.progress is None:
+            return None
+        snapshot = self.progress.snapshot(state=state)  # type: ignore[arg-type]
+        for view in self.views:
+            view.close(snapshot)
+        self._write(snapshot)
+        self._log_forecast(snapshot, force=True)
+        return snapshot
+
+    # -- Tune's calls -------------------------------------------------------------------------------
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """Records the trial with its parameters."""
+        if self.progress is None:
+            return
+        params = {k: v for k, v in (trial.config or {}).items() if k != REPEAT_KEY}
+        self.progress.start(trial.trial_id, params)
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        """Records an epoch; a trial's first epoch is shown at once."""
+        if self.progress is None:
+            return
+        track = self.progress.start(trial.trial_id)
+        first = not track.values
+        epoch = int(result.get(EPOCH_KEY, result.get("training_iteration", len(track.values) + 1)) or 0)
+        self.progress.result(trial.trial_id, epoch, result.get(self.progress.metric), result.get("epoch_time_s"))
+        self._tick(force=first, event=(trial.trial_id, "first_epoch", "") if first else None)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """A trial ended by its own rules or the scheduler's."""
+        self._ended(trial, trial_status(trial.last_result, False))
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """A trial failed."""
+        self._ended(trial, "failed", trial_error_line(trial))
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        """Refreshes the views (time passes between results too); a resumed sweep learns its ended trials."""
+        if self.progress is None:
+            return
+        if not self.synced:
+            self.synced = True
+            self._sync(trials)
+        self._tick()
+
+    # -- inside -------------------------------------------------------------------------------------
+
+    def _sync(self, trials: list) -> None:
+        """Trials that ended before a resume (Tune reports nothing for them) enter the counts."""
+        for trial in trials:
+            if trial.trial_id in self.progress.trials or trial.status not in ("TERMINATED", "ERROR"):
+                continue
+            last = trial.last_result or {}
+            self.progress.start(trial.trial_id, {k: v for k, v in (trial.config or {}).items() if k != REPEAT_KEY})
+            epochs = int(last.get(EPOCH_KEY, 0) or 0)
+            for epoch in range(1, epochs + 1):  # the curve itself is in the trial's files; its length counts here
+                self.progress.result(trial.trial_id, epoch, last.get(self.progress.metric))
+            self.progress.end(trial.trial_id, "failed" if trial.status == "ERROR" else trial_status(last, False))
+
+    def _ended(self, trial: Any, status: str, detail: str = "") -> None:
+        if self.progress is None:
+            return
+        self.progress.end(trial.trial_id, status)  # type: ignore[arg-type]
+        self._tick(force=True, event=(trial.trial_id, "ended", detail))
+        history = self.progress.best_after_each_trial()
+        if self.log is not None and history:
+            self._send({f"best_so_far_{self.progress.metric}": history[-1]}, len(self.progress.order))
+
+    def _tick(self, force: bool = False, event: tuple[str, str, str] | None = None) -> Snapshot | None:
+        """A fresh snapshot to the views (``event``: a trial's first epoch or end, shown first), the file, MLflow."""
+        now = time.monotonic()
+        if not force and now - self.last_tick < self.tick_s:
+            return None
+        self.last_tick = now
+        try:
+            snapshot = self.progress.snapshot()
+        except Exception:  # progress is a view; a bug in it must not stop the sweep
+            logger.warning("progress estimate failed", exc_info=True)
+            return None
+        self.snapshot = snapshot
+        line = None if event is None else next((t for t in snapshot.trials if t.trial_id == event[0]), None)
+        for view in self.views:
+            if line is not None:
+                view.trial_event(snapshot, line, event[1], event[2])  # type: ignore[index]
+            view.update(snapshot)
+        self._write(snapshot)
+        self._log_forecast(snapshot)
+        return snapshot
+
+    def _write(self, snapshot: Snapshot) -> None:
+        if self.live_file is None:
+            return
+        try:
+            write_text_atomic(self.live_file, json.dumps(snapshot.to_dict(), default=str))
+        except OSError as exc:
+            logger.warning("%s not written: %s", self.live_file, exc)
+
+    def _log_forecast(self, snapshot: Snapshot, force: bool = False) -> None:
+        if self.log is None or (not force and snapshot.elapsed_s - self.last_log < self.log_every_s):
+            return
+        self.last_log = snapshot.elapsed_s
+        metrics = {
+            "forecast_remaining_s": snapshot.remaining_s_median,
+            "forecast_remaining_s_low": snapshot.remaining_s_low,
+            "forecast_remaining_s_high": snapshot.remaining_s_high,
+            "forecast_cost_total": snapshot.cost_total_median,
+            "progress_trials_ended": float(snapshot.ended),
+            "progress_epochs_per_min": snapshot.epochs_per_min,
+        }
+        self._send({k: v for k, v in metrics.items() if v is not None}, int(snapshot.elapsed_s))
+
+    def _send(self, metrics: dict[str, float], step: int) -> None:
+        try:
+            self.log(metrics, step)  # type: ignore[misc]
+        except Exception as exc:  # noqa: BLE001 - the forecast is extra; the trials' results are what counts
+            logger.warning("forecast not logged to MLflow: %s", exc)
+
+
+def trial_error_line(trial: Any, limit: int = 300) -> str:
+    """The last non-empty line of a failed Tune trial's error (its ``error.txt``, else its message)."""
+    try:
+        with open(trial.error_file) as f:
+            lines = [line.strip() for line in f if line.strip()]
+    except (OSError, TypeError, AttributeError):
+        lines = []
+    if lines:
+        return lines[-1][:limit]
+    message = getattr(trial, "error_msg", None)
+    return error_line(message)[:limit] if message else ""
+
+
+def read_live(path: Path) -> Snapshot | None:
+    """The snapshot in a ``progress.json`` (None if there is none or it cannot be read)."""
+    try:
+        return Snapshot.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None

@@ -1,0 +1,64 @@
+"""A sweep's monitor, built from its sweep file and run options: plan, header and views."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpo.config import SweepConfig
+from hpo.config.tracking_uri import masked
+from hpo.options import RunOptions
+from hpo.progress.live import SweepProgress
+from hpo.progress.monitor import PROGRESS_FILE, SweepMonitor
+from hpo.progress.sweep import SweepPlan
+from hpo.progress.views import Header, JsonView, LiveView, PlainView, View
+
+
+def sweep_plan(config: SweepConfig, planned: int) -> SweepPlan:
+    """The estimator's view of a sweep file (its rules, trial shape and prices)."""
+    trial, scheduler = config.trial, config.scheduler
+    return SweepPlan(
+        planned_trials=planned, max_concurrent=config.search.max_concurrent, max_epochs=trial.max_epochs,
+        mode=config.objective.mode, patience=trial.early_stopping.patience, min_delta=trial.early_stopping.min_delta,
+        goal=config.objective.goal, scheduler=scheduler.type, grace_period=scheduler.grace_period,
+        reduction_factor=scheduler.reduction_factor, time_budget_s=config.search.time_budget_s,
+        cpus_per_trial=trial.workers * trial.cpus_per_worker, gpus_per_trial=trial.workers * trial.gpus_per_worker,
+        cost_per_cpu_hour=config.cost.per_cpu_hour, cost_per_gpu_hour=config.cost.per_gpu_hour,
+    )
+
+
+def header(config: SweepConfig, options: RunOptions, planned: int) -> Header:
+    """The sweep, and the commands that show its MLflow runs and its Optuna study."""
+    from hpo.search import study_url
+    from hpo.tracking import is_server, normalize_uri
+
+    trial, uri = config.trial, masked(normalize_uri(config.tracking.mlflow_uri))
+    description = (f"{planned} trials × {trial.workers} workers, {config.search.algorithm} + "
+                   f"{config.scheduler.type}, up to {trial.max_epochs} epochs each")
+    study = "" if config.search.algorithm == "grid" else f"optuna-dashboard {study_url(options.sweep_dir(config.name))}"
+    mlflow = f"open {uri}" if is_server(uri) else f"hpo ui --mlflow-uri {uri}"
+    return Header(config.name, description, mlflow, study, config.cost.currency)
+
+
+def views(options: RunOptions) -> list[View]:
+    """The views ``options.progress`` asks for on ``options.console``."""
+    mode, console = options.progress, options.console
+    if mode == "json":
+        return [JsonView()]
+    if mode == "off" or console is None:
+        return []
+    if mode == "live" or (mode == "auto" and (console.is_terminal or getattr(console, "is_jupyter", False))):
+        return [LiveView(console)]
+    return [PlainView(console)]
+
+
+def monitor_for(config: SweepConfig, options: RunOptions, planned: int, started: float | None = None) -> SweepMonitor:
+    """The sweep's monitor (``progress.json`` in its state directory, the views of ``options``)."""
+    progress = SweepProgress(config.name, config.objective.metric, sweep_plan(config, planned), started=started)
+    live_file = options.sweep_dir(config.name) / PROGRESS_FILE
+    return SweepMonitor(progress, header(config, options, planned), views(options), live_file)
+
+
+def samples_per_epoch(spec: Any) -> int | None:
+    """Training examples in one epoch of one trial (all its workers together), from the trial spec."""
+    rows = getattr(getattr(spec, "train", None), "num_rows", None)
+    return int(rows) if isinstance(rows, int) else None
