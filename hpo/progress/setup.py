@@ -46,9 +46,16 @@ def views(options: RunOptions) -> list[View]:
         return [JsonView()]
     if mode == "off" or console is None:
         return []
-    if mode == "live" or (mode == "auto" and (console.is_terminal or getattr(console, "is_jupyter", False))):
+    if mode == "live" or (mode == "auto" and (console.is_terminal or _notebook_widgets(console))):
         return [LiveView(console)]
     return [PlainView(console)]
+
+
+def _notebook_widgets(console: Any) -> bool:
+    """In Jupyter, rich redraws in place through ipywidgets; without them a notebook gets plain lines."""
+    import importlib.util
+
+    return bool(getattr(console, "is_jupyter", False)) and importlib.util.find_spec("ipywidgets") is not None
 
 
 def monitor_for(config: SweepConfig, options: RunOptions, planned: int, started: float | None = None) -> SweepMonitor:
