@@ -39,6 +39,15 @@ class TrialTrack:
     seconds: list[float] = field(default_factory=list)
     status: TrialState = "running"
     ended: float | None = None
+    #: When its first epoch was reported.
+    first_at: float | None = None
+
+    @property
+    def startup_s(self) -> float | None:
+        """Seconds from its start to the start of its first epoch (actors, workers, data), if measured."""
+        if self.first_at is None or not self.seconds:
+            return None
+        return max(0.0, self.first_at - self.started - self.seconds[0])
 
 
 @dataclass(frozen=True)
@@ -177,9 +186,13 @@ class SweepProgress:
             track = self.trials[trial_id] = TrialTrack(trial_id, dict(params or {}), started)
         return track
 
-    def result(self, trial_id: str, epoch: int, value: Any, epoch_seconds: Any = None) -> None:
+    def result(
+        self, trial_id: str, epoch: int, value: Any, epoch_seconds: Any = None, now: float | None = None
+    ) -> None:
         """A trial reported epoch ``epoch`` (1-based): its objective value and the seconds it took."""
         track = self.start(trial_id)
+        if track.first_at is None and not track.values:
+            track.first_at = time.time() if now is None else now
         number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
         if epoch > len(track.values):
             track.values.extend([math.nan] * (epoch - 1 - len(track.values)))
@@ -268,7 +281,7 @@ class SweepProgress:
 
 def _history(track: TrialTrack) -> TrialHistory:
     return TrialHistory(track.values, track.seconds or None, _HISTORY_STATUS[track.status],  # type: ignore[arg-type]
-                        track.cpus, track.gpus)
+                        track.cpus, track.gpus, track.startup_s)
 
 
 def _finite(value: float) -> float | None:

@@ -27,6 +27,8 @@ class Futures:
         pending_lengths: Total epochs of each pending trial, ``(S, P)``.
         pending_costs: Their seconds per epoch, ``(S, P)``; None without any timings.
         pending_rate: What one second of a pending trial costs.
+        pending_overheads: Seconds each pending trial spends before its steady epochs (start-up and the
+            first epoch's extra), ``(S, P)``; None: nothing.
     """
 
     done: np.ndarray
@@ -37,6 +39,7 @@ class Futures:
     pending_lengths: np.ndarray
     pending_costs: np.ndarray | None
     pending_rate: float
+    pending_overheads: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,8 @@ def run_queue(futures: Futures, max_concurrent: int, budget_s: float | None) -> 
         started = np.full(left.shape[0], float(pending.shape[1]))
         return Queue(None, None, left.sum(axis=1) + pending.sum(axis=1), started)
     busy = left * futures.costs
-    durations = pending * futures.pending_costs
+    overheads = np.zeros_like(pending) if futures.pending_overheads is None else futures.pending_overheads
+    durations = overheads + pending * futures.pending_costs
     starts, end = _starts(busy, durations, max_concurrent)
     if busy.shape[1]:
         end = np.minimum(end, np.where(futures.by_goal, busy, np.inf).min(axis=1))
@@ -95,7 +99,7 @@ def run_queue(futures: Futures, max_concurrent: int, budget_s: float | None) -> 
         end = np.minimum(end, budget_s)
     until = end[:, None]
     epochs = np.minimum(left, np.floor(until / futures.costs + 1e-9)).sum(axis=1)
-    epochs += np.clip(np.floor((until - starts) / futures.pending_costs + 1e-9), 0, pending).sum(axis=1)
+    epochs += np.clip(np.floor((until - starts - overheads) / futures.pending_costs + 1e-9), 0, pending).sum(axis=1)
     cost = (np.minimum(busy, until) * futures.rates[None, :]).sum(axis=1)
     cost += np.clip(until - starts, 0, durations).sum(axis=1) * futures.pending_rate
     return Queue(end, cost, epochs, (starts < until).sum(axis=1).astype(float))

@@ -8,14 +8,16 @@ Each Monte-Carlo sample is one possible future of the sweep:
    started ones: the ended trials' actual lengths (failed ones aside) and the running ones' simulated ones in
    that sample (so that the first, short, scheduler-stopped trials do not make the rest look short); with no
    started trial to draw from, the prior is ``max_epochs``;
-3. an epoch costs what the trial measured (median of its recent epoch times); a trial with no timings yet
-   gets the cost of a started trial drawn at random;
+3. an epoch costs what the trial measured (median of its recent epoch times after the first); a trial with
+   fewer than two timed epochs gets the steady cost of a started trial drawn at random; a trial not started
+   yet also pays a start-up drawn from the started ones (seconds from its start to its first epoch, and
+   what its first epoch took beyond a steady one: compiling, warming caches);
 4. the trials not started yet queue for ``max_concurrent`` slots (first come, first served), so the sweep
    ends when its last slot is free, or when a running trial reaches the objective goal, or at the time
    budget, whichever comes first.
 
 Not modelled: the cluster holding fewer trials than ``max_concurrent`` (pass the concurrency it can hold),
-trial start-up time, retries of failed trials, trials not started yet reaching the goal, and results other
+retries of failed trials, trials not started yet reaching the goal, and results other
 trials record later moving the scheduler's cut-offs.
 """
 
@@ -29,7 +31,7 @@ import numpy as np
 from hpo.progress.cutoffs import scheduler_stops
 from hpo.progress.schedule import Futures, Queue, run_queue
 from hpo.progress.stopping import higher_is_better
-from hpo.progress.trial import epoch_cost, epoch_times, quantiles, simulate_trial
+from hpo.progress.trial import epoch_cost, epoch_times, first_epoch_extra, quantiles, simulate_trial, steady_cost
 
 TrialStatus = Literal["running", "finished", "stopped", "failed"]
 Scheduler = Literal["asha", "hyperband", "median", "fifo"]
@@ -46,6 +48,8 @@ class TrialHistory:
             ``failed``.
         cpus: CPUs the trial holds (all its workers together); None: the plan's ``cpus_per_trial``.
         gpus: GPUs it holds; None: the plan's ``gpus_per_trial``.
+        startup_s: Seconds from the trial's start to the start of its first epoch (actors, workers, data);
+            None: not measured.
     """
 
     values: tuple[float, ...] | list[float]
@@ -53,6 +57,7 @@ class TrialHistory:
     status: TrialStatus = "running"
     cpus: float | None = None
     gpus: float | None = None
+    startup_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.status not in ("running", "finished", "stopped", "failed"):
@@ -222,8 +227,11 @@ def _futures(
     columns = [np.full(samples, n) for n in ended] + [stops for stops, _ in simulated.values()]
     learnt = bool(columns)
     pool = np.column_stack(columns) if learnt else np.full((samples, 1), plan.max_epochs)
-    measured = [epoch_cost(t.epoch_seconds) for t in trials]
-    known = np.array([c for c in measured if c is not None])
+    steady = [steady_cost(t.epoch_seconds) for t in trials]
+    known = np.array([c for c in steady if c is not None])
+    if not len(known):  # only first epochs measured so far: they are the best there is
+        known = np.array([c for c in (epoch_cost(t.epoch_seconds) for t in trials) if c is not None])
+    overheads = np.array([o for o in (_overhead(t) for t in trials) if o is not None])
     running = [i for i, t in enumerate(trials) if t.status == "running"]
     pending = max(0, plan.planned_trials - len(trials))
     lengths, goal, costs = [], [], []
@@ -231,9 +239,11 @@ def _futures(
         stops, by_goal = simulated.get(i) or (np.maximum(_draw(pool, 1, rng)[:, 0], len(ys[i])), None)
         lengths.append(stops)
         goal.append(np.zeros(samples, dtype=bool) if by_goal is None else by_goal)
-        cost = measured[i]
+        cost = steady[i]
         costs.append(np.full(samples, cost) if cost is not None else _pick(known, samples, rng))
     pending_costs = [_pick(known, samples, rng) for _ in range(pending)]
+    pending_overheads = [_pick(overheads, samples, rng) if len(overheads) else np.zeros(samples)
+                         for _ in range(pending)]
     futures = Futures(
         done=np.array([len(ys[i]) for i in running], dtype=float),
         lengths=_stack(lengths, samples),
@@ -243,8 +253,17 @@ def _futures(
         pending_lengths=_draw(pool, pending, rng).astype(float),
         pending_costs=None if not len(known) else _stack(pending_costs, samples),
         pending_rate=plan.rate(),
+        pending_overheads=_stack(pending_overheads, samples),
     )
     return futures, learnt
+
+
+def _overhead(trial: TrialHistory) -> float | None:
+    """A started trial's seconds beyond its steady epochs: start-up plus the first epoch's extra (None: unknown)."""
+    extra = first_epoch_extra(trial.epoch_seconds)
+    if extra is None and trial.startup_s is None:
+        return None
+    return (extra or 0.0) + max(0.0, trial.startup_s or 0.0)
 
 
 def _pick(known: np.ndarray, samples: int, rng: np.random.Generator) -> np.ndarray:

@@ -4,8 +4,9 @@ The validation curve is fitted as a trend plus noise (:mod:`hpo.progress.curves`
 continuations of it are run through the trial's own stopping rules (:mod:`hpo.progress.stopping`), starting
 from the EarlyStopping state the observed epochs left (best so far, wait counter). The stopping epochs'
 median and 10th/90th percentiles are the estimate; remaining seconds are the epochs still to train times
-the trial's epoch cost (the median of its last five epoch times: a first epoch that compiles the model does
-not count once there are three). The ``method`` says where an estimate comes from:
+the trial's epoch cost (the median of its last five epoch times after the first: the first epoch compiles
+the model and warms caches; it counts only while it is the one epoch measured). The ``method`` says where
+an estimate comes from:
 
 - a family name (``flat``, ``log``, ``pow``, ``exp``): the trend family with the highest Akaike weight;
 - ``stopped``: the observed epochs already ended the trial (patience run out, goal reached or max_epochs):
@@ -177,10 +178,26 @@ def epoch_times(epoch_seconds: object) -> np.ndarray:
     return times[np.isfinite(times) & (times > 0)]
 
 
-def epoch_cost(epoch_seconds: object) -> float | None:
-    """One epoch's cost in seconds: the median of the last five epoch times (None without any)."""
+def steady_cost(epoch_seconds: object) -> float | None:
+    """Seconds of an epoch after the first: the median of the last five of them (None with fewer than two)."""
     times = epoch_times(epoch_seconds)
-    return float(np.median(times[-RECENT_EPOCHS:])) if len(times) else None
+    return float(np.median(times[1:][-RECENT_EPOCHS:])) if len(times) >= 2 else None
+
+
+def epoch_cost(epoch_seconds: object) -> float | None:
+    """One epoch's cost in seconds: :func:`steady_cost`, or the first epoch's time while it is the only one."""
+    times = epoch_times(epoch_seconds)
+    if not len(times):
+        return None
+    steady = steady_cost(times)
+    return float(times[0]) if steady is None else steady
+
+
+def first_epoch_extra(epoch_seconds: object) -> float | None:
+    """What the first epoch took beyond a steady one (compiling, warming caches); None with fewer than two."""
+    times = epoch_times(epoch_seconds)
+    steady = steady_cost(times)
+    return None if steady is None else max(0.0, float(times[0]) - steady)
 
 
 def quantiles(values: np.ndarray) -> tuple[float, float, float]:

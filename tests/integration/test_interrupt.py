@@ -100,11 +100,24 @@ def test_sigterm_exits_143_and_the_sweep_says_interrupted(tmp_path, write_sweep)
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         _wait_for(lambda: any(_epochs_logged(d) >= 2 for d in runs.glob("termed/hpo_trial_*")), proc)
+        time.sleep(2.5)  # the live state is rewritten about every 2 s
+        # from another terminal, while it runs: the live state, not summary.json (there is none yet)
+        live = subprocess.run([HPO, "status", "termed", "--storage", str(runs), "--json"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        shown = subprocess.run([HPO, "status", "termed", "--storage", str(runs)], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=120)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    assert live.returncode == 0, live.stderr
+    state = json.loads(live.stdout)
+    assert state["state"] == "running" and state["running"] == 1 and state["age_s"] < 10
+    running = [t for t in state["trials"] if t["status"] == "running"]
+    assert running[0]["epoch"] >= 2 and running[0]["epochs_low"] <= running[0]["epochs_high"] <= 30
+    assert state["remaining_s_median"] is not None and state["pending"] == 6 - len(state["trials"])
+    assert shown.stdout.startswith("termed: running (updated ") and "sweep: " in shown.stdout
     assert proc.returncode == 143, err[-3000:]
     assert "SIGTERM: stopping the running trials" in err
     summary = json.loads((runs / "termed" / "summary.json").read_text())

@@ -303,7 +303,9 @@ def test_report_and_status_read_the_summary(server_sweep):
     proc = subprocess.run(
         [HPO, "status", "srv", "--storage", str(work / "runs")], cwd=work, capture_output=True, text=True, timeout=120
     )
-    assert proc.returncode == 0 and proc.stdout.startswith("srv: 6 trials (")
+    assert proc.returncode == 0 and proc.stdout.startswith("srv: finished, 6 trials (")
+    best = server_sweep["summary"]["best"]
+    assert f"best: {best['trial_id']} val_accuracy={best['metric']:.4f}" in proc.stdout
 
 
 def test_rerun_of_the_finished_sweep_is_refused_and_resume_changes_nothing(server_sweep, client, server):

@@ -221,3 +221,15 @@ def test_status_reads_the_live_state_while_running_and_the_summary_after(tmp_pat
     assert after.stdout.splitlines() == ["live: finished, 1 trials (1 completed)", "best: t1 val_accuracy=0.6000"]
     missing = hpo_cli("status", "nothing", "--storage", str(runs), cwd=tmp_path)
     assert missing.returncode == 2 and "no sweep 'nothing'" in missing.stderr
+
+
+def test_a_trials_start_up_is_measured_and_pending_trials_pay_it():
+    progress = SweepProgress("s", "val_accuracy", _plan(planned_trials=3, max_concurrent=1), started=0.0)
+    progress.start("a", now=0.0)
+    for epoch, (value, at) in enumerate([(0.5, 12.0), (0.6, 13.0), (0.7, 14.0)], start=1):
+        progress.result("a", epoch, value, 3.0 if epoch == 1 else 1.0, now=at)
+    progress.end("a", "completed", now=14.0)
+    assert progress.trials["a"].startup_s == 9.0  # first epoch reported at 12 s, having taken 3 s
+    snap = progress.snapshot(now=14.0)
+    # each of the two trials still to start: 9 s start-up + 2 s first-epoch extra + about 3 epochs of 1 s
+    assert 2 * (9 + 2 + 1) <= snap.remaining_s_median <= 2 * (9 + 2 + 10)
