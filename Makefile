@@ -46,6 +46,7 @@ bench: install-dev
 	$(BIN)/python benchmarks/search.py
 	$(BIN)/python benchmarks/data.py
 	$(BIN)/python benchmarks/stats.py
+	$(BIN)/python benchmarks/progress.py
 
 clean:
 	rm -rf $(VENV) hpo_runs mlflow.db
