@@ -58,7 +58,7 @@ def _run(
     from hpo.tracking.sweep_tracker import MlflowTracker
 
     monitor = monitor_for(config, options, planned_trials(config))
-    monitor.begin()  # the header and progress.json from the first second
+    monitor.begin()  # the header from the first second
     spec = spec or preflight(config, options.storage, source)
     monitor.progress.samples_per_epoch = samples_per_epoch(spec)
     warm_points = _warm_points(config, options, source)
@@ -72,6 +72,7 @@ def _run(
     started = monitor.progress.started = time.time()
     sweep_dir = options.sweep_dir(config.name)
     save_config(sweep_dir, config)  # what `hpo repeat` re-runs
+    monitor.checked()
     resume = options.resume and _can_restore(options, config.name) and MlflowTracker.resumable(sweep_dir)
     tracker = MlflowTracker(
         config, source, sweep_dir, options.storage.state_root / "_mlflow_artifacts", resume,

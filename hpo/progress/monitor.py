@@ -73,9 +73,12 @@ class SweepMonitor(Callback):
     # -- the sweep's own calls ---------------------------------------------------------------------
 
     def begin(self) -> None:
-        """The sweep starts: the header on every view, ``progress.json`` says ``starting``."""
+        """The sweep starts: the header on every view (nothing is written: its checks have not passed yet)."""
         for view in self.views:
             view.start(self.header)
+
+    def checked(self) -> None:
+        """The sweep's checks passed: ``progress.json`` says ``starting`` until the first trial reports."""
         self._write(self.progress.snapshot(state="starting"))
 
     def close(self, state: str) -> Snapshot | None:

@@ -136,6 +136,8 @@ def test_monitor_writes_progress_json_and_logs_the_forecast(tmp_path):
     monitor = _monitor(tmp_path, log_every_s=0.0)
     monitor.log = lambda metrics, step: logged.append((metrics, step))
     monitor.begin()
+    assert not (tmp_path / PROGRESS_FILE).exists()  # nothing written before the sweep's checks pass
+    monitor.checked()
     assert read_live(tmp_path / PROGRESS_FILE).state == "starting"
     trial = _trial("t1")
     monitor.on_trial_start(0, [], trial)
