@@ -26,7 +26,7 @@ _MODEL_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 class SweepConfig(FrozenModel):
-    """A whole sweep, as written in a sweep file (see the README and docs/)."""
+    """A whole sweep, as written in a sweep file (every key: docs/sweep-file.md)."""
 
     name: str = Field(max_length=100)
     model: str
