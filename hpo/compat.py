@@ -151,6 +151,23 @@ def tune_stop_gracefully() -> bool:
     return True
 
 
+def clear_tune_stop_handler() -> Any:
+    """Removes a SIGUSR1 handler an earlier ``Tuner.fit`` in this process left behind; returns what was there.
+
+    Tune 2.60 installs its stop handler when its loop starts and never removes it: after one sweep in a
+    process (a notebook, the test suite), :func:`tune_stop_gracefully` would find the old loop's handler
+    and report a stop that no running loop hears. The caller puts the returned handler back when done.
+    """
+    import signal
+
+    if not hasattr(signal, "SIGUSR1"):
+        return None
+    previous = signal.getsignal(signal.SIGUSR1)
+    if callable(previous) and getattr(previous, "__name__", "") == TUNE_STOP_HANDLER:
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    return previous
+
+
 def tune_trial_statuses(results: Any) -> list[tuple[str, str]]:
     """``(trial id, Tune status)`` of every trial of a ``ResultGrid``, in the grid's order.
 

@@ -38,6 +38,7 @@ class Interruption:
         self.signum: int | None = None
         self.count = 0
         self._saved: dict[int, Any] = {}
+        self._tune_handler: Any = None
         self._env: str | None = None
 
     @property
@@ -53,6 +54,7 @@ class Interruption:
         for sig in _SIGNALS:
             self._saved[sig] = signal.getsignal(sig)
             signal.signal(sig, self._handle)
+        self._tune_handler = compat.clear_tune_stop_handler()  # an earlier sweep's, in this process
         return self
 
     def rearm(self) -> None:
@@ -63,6 +65,8 @@ class Interruption:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         for sig, handler in self._saved.items():
             signal.signal(sig, handler)
+        if self._saved and hasattr(signal, "SIGUSR1"):
+            signal.signal(signal.SIGUSR1, self._tune_handler or signal.SIG_DFL)  # not the handler Tune left
         self._saved.clear()
         if self._env is None:
             os.environ.pop(_TUNE_SIGINT_ENV, None)

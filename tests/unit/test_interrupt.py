@@ -25,6 +25,24 @@ def test_a_signal_before_tunes_loop_stops_at_once_and_is_remembered():
     assert os.environ.get("TUNE_DISABLE_SIGINT_HANDLER") == env
 
 
+def test_a_handler_left_by_an_earlier_tune_run_is_not_taken_for_a_running_loop():
+    """Tune never removes its SIGUSR1 handler: a second sweep in the process must not call the first's."""
+    from ray.tune import tune as tune_module
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGUSR1)}
+    try:
+        stale = tune_module._setup_signal_catching()  # what an earlier Tuner.fit in this process left
+        left = signal.getsignal(signal.SIGUSR1)
+        with pytest.raises(KeyboardInterrupt), Interruption() as interrupt:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the checks, before this sweep's Tune loop
+            signal.sigtimedwait([], 0.1)
+        assert interrupt.signum == signal.SIGINT and not stale.is_set()
+        assert signal.getsignal(signal.SIGUSR1) is left  # the caller's process as it was
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
 def test_the_first_signal_asks_tune_to_stop_and_the_second_raises():
     from ray.tune import tune as tune_module
 
