@@ -21,6 +21,7 @@ from hpo.rerun import prepare_rerun
 from hpo.summary import TuneResult, build_summary, failure_line, goal_status, trial_rows, write_summary
 from hpo.trial.protocol import ENDED_TUNE_STATUSES
 from hpo.trial.spec import TrialSpec
+from hpo.tuner import build_tuner, can_restore
 
 
 def run_sweep(
@@ -73,14 +74,14 @@ def _run(
     sweep_dir = options.sweep_dir(config.name)
     save_config(sweep_dir, config)  # what `hpo repeat` re-runs
     monitor.checked()
-    resume = options.resume and _can_restore(options, config.name) and MlflowTracker.resumable(sweep_dir)
+    resume = options.resume and can_restore(options, config.name) and MlflowTracker.resumable(sweep_dir)
     tracker = MlflowTracker(
         config, source, sweep_dir, options.storage.state_root / "_mlflow_artifacts", resume,
         sample=(spec.validation.url, spec.features), storage=options.storage,
     )
     interrupt.on_stop = tracker.callback.mark_interrupted
     monitor.log = tracker.log_progress
-    tuner = _tuner(config, options, spec, [tracker.callback, monitor], warm_points, started, resume)
+    tuner = build_tuner(config, options, spec, [tracker.callback, monitor], warm_points, started, resume)
     try:
         with compat.tune_propagates_no_credentials():  # trial runtime_envs are logged in plain text
             results = tuner.fit()
@@ -173,77 +174,3 @@ def _warm_points(config: SweepConfig, options: RunOptions, source: str) -> list[
     from hpo.search import previous_best
 
     return previous_best(warm.summary_path(options.storage), config, warm.k)
-
-
-def _can_restore(options: RunOptions, name: str) -> bool:
-    """True if the storage holds Tune's experiment state of sweep ``name``."""
-    from ray import tune
-
-    _, filesystem = options.storage.tune_storage()
-    return tune.Tuner.can_restore(options.storage.experiment_path(name), storage_filesystem=filesystem)
-
-
-def _tuner(
-    config: SweepConfig,
-    options: RunOptions,
-    spec: TrialSpec,
-    watchers: list[Any],
-    warm_points: list[tuple[dict[str, Any], float]] | None,
-    started: float,
-    resume: bool,
-) -> Any:
-    """Ray Tune's ``Tuner`` for the sweep (restored from its experiment state on a resume)."""
-    from ray import tune
-
-    from hpo import search
-    from hpo.trial.driver import make_trainable
-
-    storage_path, filesystem = options.storage.tune_storage()
-    callbacks: list[Any] = [*watchers, *compat.result_loggers()]
-    stopper = search.build_stopper(config)
-    if stopper is not None:
-        callbacks.append(stopper)  # it hears when the trial that reached the goal has ended
-    run_config = tune.RunConfig(
-        name=config.name,
-        storage_path=storage_path,
-        storage_filesystem=filesystem,
-        callbacks=callbacks,
-        verbose=0,
-        failure_config=tune.FailureConfig(max_failures=config.trial.max_failures),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
-        stop=stopper,
-    )
-    trainable = make_trainable(spec)
-    if resume:
-        tuner = tune.Tuner.restore(
-            options.storage.experiment_path(config.name), trainable=trainable, resume_errored=True,
-            storage_filesystem=filesystem,
-        )
-        compat.set_tuner_callbacks(tuner, callbacks)  # this run's console and tracker, not the pickled ones
-        return tuner
-    mode = options.warm_start.mode if options.warm_start else "prior"
-    return tune.Tuner(
-        trainable,
-        param_space=search.SearchSpace(config).param_space(),
-        tune_config=tune.TuneConfig(
-            metric=config.objective.metric,
-            mode=config.objective.mode,
-            search_alg=search.build_searcher(config, options.sweep_dir(config.name), False, warm_points, mode),
-            scheduler=search.build_scheduler(config),
-            num_samples=search.tune_num_samples(config),
-            max_concurrent_trials=config.search.max_concurrent,
-            time_budget_s=_remaining_budget(config.search.time_budget_s, started),
-            reuse_actors=True,
-        ),
-        run_config=run_config,
-    )
-
-
-def _remaining_budget(budget_s: float | None, started: float) -> float | None:
-    """``search.time_budget_s`` less what the sweep spent before Tune starts (MLflow run, Ray, checks).
-
-    Tune counts its budget from its own start; the sweep's budget counts from the sweep's.
-    """
-    if budget_s is None:
-        return None
-    return max(budget_s - (time.time() - started), 0.001)

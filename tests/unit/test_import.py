@@ -37,6 +37,7 @@ LAYERS = [
     {"cli"},
     {"api", "partition"},
     {"sweep"},
+    {"tuner"},
     {"preflight", "summary", "ray_session", "progress", "rerun", "report"},
     {"search", "trial", "tracking", "cluster", "repeats", "interrupt"},
     {"data", "models", "compat"},

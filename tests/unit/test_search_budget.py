@@ -169,12 +169,12 @@ def test_summary_goal_names_the_first_trial_that_reached_it():
 def test_time_budget_counts_from_the_sweep_start_not_tunes():
     import time
 
-    from hpo.sweep import _remaining_budget
+    from hpo.tuner import remaining_budget
 
-    assert _remaining_budget(None, time.time()) is None
-    left = _remaining_budget(60, time.time() - 5)  # 5 s went to the MLflow run and checks before Tune
+    assert remaining_budget(None, time.time()) is None
+    left = remaining_budget(60, time.time() - 5)  # 5 s went to the MLflow run and checks before Tune
     assert 54 < left <= 55
-    assert _remaining_budget(3, time.time() - 10) == 0.001  # spent already: Tune starts no trial
+    assert remaining_budget(3, time.time() - 10) == 0.001  # spent already: Tune starts no trial
 
 
 def test_goal_check_takes_numpy_scalars_as_keras_logs_them():
