@@ -38,7 +38,7 @@ test-fast: install-dev
 	$(BIN)/python -m pytest -q tests/unit
 
 lint: install-dev
-	$(BIN)/ruff check hpo tests benchmarks
+	$(BIN)/ruff check hpo tests benchmarks search_spaces
 
 bench: install-dev
 	$(BIN)/python benchmarks/overhead.py

@@ -38,6 +38,30 @@ console = Console(soft_wrap=True)
 StorageOption = Annotated[
     str, typer.Option("--storage", help="Where sweeps live: a directory, file:///shared/mount, s3://bucket/prefix, gs://…")
 ]
+SetOption = Annotated[
+    Optional[list[str]],
+    typer.Option("--set", help="Replace a sweep-file key: KEY=VALUE, the value read as YAML (trial.max_epochs=3)."),
+]
+
+
+def set_overrides(file: Path, pairs: list[str] | None) -> dict[str, object]:
+    """``--set a.b=VALUE`` flags as sweep-file overrides, each value read as YAML (``3`` → int, ``[1, 2]`` → list).
+
+    Raises:
+        ConfigError: For a flag without ``=`` or with an empty key, or a value that is not YAML.
+    """
+    import yaml
+
+    overrides: dict[str, object] = {}
+    for pair in pairs or []:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
+            raise ConfigError(f"{file}: --set: '{pair}' is not KEY=VALUE; write e.g. --set trial.max_epochs=3")
+        try:
+            overrides[key.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise ConfigError(f"{file}: --set {key.strip()}: '{text}' is not a YAML value; quote it") from None
+    return overrides
 
 
 @app.command()
@@ -73,6 +97,7 @@ def tune(
             help="Run one sweep per data URL: [NAME=]URL, repeat it (replaces data.train / data.partitions)."
         ),
     ] = None,
+    sets: SetOption = None,
 ) -> None:
     """Run a sweep; print the best trial and where the results are.
 
@@ -86,7 +111,7 @@ def tune(
     warm = WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode)
     mode = "json" if json_progress else "off" if quiet else "auto"
     options = RunOptions(storage, address, resume, None if quiet else console, warm, overwrite=overwrite, progress=mode)
-    overrides = _overrides(num_samples, name, mlflow_uri)
+    overrides = set_overrides(file, sets) | _overrides(num_samples, name, mlflow_uri)
     if partition_by or partition or _lists_partitions(file):
         from hpo.partition import named_urls
 
@@ -142,6 +167,7 @@ def _lists_partitions(file: Path) -> bool:
 def validate(
     file: Annotated[Path, typer.Argument(help="Sweep file (YAML).")],
     storage: StorageOption = DEFAULT_STORAGE,
+    sets: SetOption = None,
 ) -> None:
     """Check a sweep file, its data and its model reference without running anything.
 
@@ -152,7 +178,7 @@ def validate(
     from hpo.preflight import preflight
     from hpo.search.budget import planned_trials
 
-    config = load_sweep(file)
+    config = load_sweep(file, set_overrides(file, sets))
     parts = by_urls(config) if config.data.partitions else [(None, config)]
     for label, part in parts:
         where = f"{file}" if label is None else f"{file} (partition {label})"

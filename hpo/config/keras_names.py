@@ -8,6 +8,8 @@ from __future__ import annotations
 
 #: ``keras.optimizers.get({"class_name": NAME, ...})`` (case-insensitive).
 OPTIMIZERS = frozenset({"adam", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "ftrl"})
+#: The optimizers whose constructor takes ``momentum`` (``space.momentum`` / ``trial.momentum`` reach them only).
+MOMENTUM_OPTIMIZERS = frozenset({"sgd", "rmsprop"})
 #: ``model.compile(loss=NAME)``.
 LOSSES = frozenset({
     "binary_crossentropy", "binary_focal_crossentropy", "categorical_crossentropy", "categorical_focal_crossentropy",

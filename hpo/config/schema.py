@@ -6,7 +6,7 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
-from hpo.config.keras_names import OPTIMIZERS, unknown
+from hpo.config.keras_names import MOMENTUM_OPTIMIZERS, OPTIMIZERS, unknown
 from hpo.config.sections import (
     NAME,
     CostConfig,
@@ -100,6 +100,8 @@ def _check_grid(config: SweepConfig) -> None:
     if algorithm != "grid":
         return
     points = config.grid_size
+    if "num_samples" not in config.search.model_fields_set:  # unset: each point once, whatever the grid's size
+        object.__setattr__(config, "search", config.search.model_copy(update={"num_samples": points}))
     if config.search.num_samples % points:
         raise KeyedError(
             "search.num_samples",
@@ -152,4 +154,13 @@ def _check_epochs_and_optimizers(config: SweepConfig) -> None:
         if bad is not None:
             raise KeyedError(
                 "space.optimizer", f"'{bad}' is not a Keras optimizer; use some of {', '.join(sorted(OPTIMIZERS))}"
+            )
+    if "momentum" in config.space:
+        choices = (spec.choices or spec.values or []) if spec else [config.trial.optimizer]
+        used = [str(v).lower() for v in choices]
+        if not MOMENTUM_OPTIMIZERS.intersection(used):
+            raise KeyedError(
+                "space.momentum",
+                f"no trial would use it: only {' and '.join(sorted(MOMENTUM_OPTIMIZERS))} take momentum and the "
+                f"optimizer is {' or '.join(used)}; search space.optimizer with sgd, or remove momentum",
             )

@@ -16,11 +16,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hpo.config import SweepConfig
+from hpo.config.keras_names import MOMENTUM_OPTIMIZERS
 from hpo.data import DatasetInfo, ReaderCache
 from hpo.errors import ConfigError
 
 #: Parameters of the search space that the trainer itself understands.
-TRAINER_PARAMS = ("learning_rate", "optimizer", "batch_size_per_worker")
+TRAINER_PARAMS = ("learning_rate", "optimizer", "momentum", "batch_size_per_worker")
+
+
+def optimizer_config(hyper: dict[str, Any]) -> dict[str, Any]:
+    """The ``keras.optimizers.get`` identifier of one trial's optimizer.
+
+    ``momentum`` (searched as ``space.momentum``) goes to the optimizers that take it (SGD, RMSprop) and is
+    left out for the others, e.g. when the space searches it for ``sgd`` only (``when: {optimizer: sgd}``).
+
+    Args:
+        hyper: The trial's effective settings (:meth:`TrialSpec.hyper`).
+
+    Returns:
+        ``{"class_name": NAME, "config": {"learning_rate": LR[, "momentum": M]}}``.
+    """
+    config: dict[str, Any] = {"learning_rate": hyper["effective_learning_rate"]}
+    if hyper.get("momentum") is not None and hyper["optimizer"].lower() in MOMENTUM_OPTIMIZERS:
+        config["momentum"] = float(hyper["momentum"])
+    return {"class_name": hyper["optimizer"], "config": config}
 
 
 def scale_learning_rate(lr: float, global_batch: int, reference_batch: int, rule: str) -> float:
@@ -193,6 +212,7 @@ class TrialSpec:
         reference = self.reference_batch_size or batch
         return {
             "optimizer": str(params.get("optimizer", self.optimizer)),
+            "momentum": None if params.get("momentum") is None else float(params["momentum"]),
             "learning_rate": lr,
             "effective_learning_rate": scale_learning_rate(lr, batch * self.workers, reference, self.lr_scaling),
             "batch_size_per_worker": batch,

@@ -16,7 +16,7 @@ from typing import Any
 
 from hpo.trial.affinity import worker_claim
 from hpo.trial.protocol import REPEAT_KEY
-from hpo.trial.spec import TRAINER_PARAMS, TrialSpec, resolve_model
+from hpo.trial.spec import TRAINER_PARAMS, TrialSpec, optimizer_config, resolve_model
 
 #: Horovod's idle cycle (ms) on CPU workers unless HOROVOD_CYCLE_TIME is set. With hpo's Horovod patch a
 #: submitted tensor starts a cycle at once, so this is only how often idle ranks coordinate, not a
@@ -180,9 +180,7 @@ def _build_model(spec: TrialSpec, params: dict[str, Any], hyper: dict[str, Any],
             f"model builder '{spec.model}' returned {type(model).__module__}.{type(model).__name__}, not a "
             "tf.keras (Keras 2) model; build it with tf.keras (TF_USE_LEGACY_KERAS=1 is set for you)"
         )
-    optimizer = keras.optimizers.get(
-        {"class_name": hyper["optimizer"], "config": {"learning_rate": hyper["effective_learning_rate"]}}
-    )
+    optimizer = keras.optimizers.get(optimizer_config(hyper))
     distributed = hvd.DistributedOptimizer(optimizer, num_groups=allreduce_groups(spec.gpus_per_worker))
     model.compile(optimizer=distributed, loss=spec.loss, metrics=list(spec.metrics))
     return model

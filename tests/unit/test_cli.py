@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -117,3 +118,39 @@ def test_gpu_cluster_example_is_a_valid_sweep_file():
 
     config = hpo.load_sweep(ROOT / "search_spaces" / "digits_gpu_cluster.yaml")
     assert config.trial.gpus_per_worker == 0.5 and config.data.train.startswith("s3://")
+
+
+def test_set_replaces_sweep_file_keys(tmp_path):
+    """--set KEY=VALUE: the value is read as YAML; a malformed flag or an unknown key is a one-line error."""
+    mlp = str(ROOT / "search_spaces" / "digits_mlp.yaml")
+    proc = run("validate", mlp, "--set", "name=other", "--set", "search.num_samples=3", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "ok — sweep 'other'" in proc.stdout and ", 3 trials ×" in proc.stdout
+    assert one_line_error(run("validate", mlp, "--set", "trial.max_epochs", cwd=tmp_path)) == (
+        f"error: {mlp}: --set: 'trial.max_epochs' is not KEY=VALUE; write e.g. --set trial.max_epochs=3"
+    )
+    assert one_line_error(run("validate", mlp, "--set", "trial.epochz=3", cwd=tmp_path)) == (
+        f"error: {mlp}: trial.epochz: unknown key; remove it or check its spelling"
+    )
+    assert one_line_error(run("tune", mlp, "--set", "search.num_samples=[1", cwd=tmp_path)).startswith(
+        f"error: {mlp}: --set search.num_samples: '[1' is not a YAML value"
+    )
+
+
+def test_image_and_tabular_examples_validate_on_their_converted_data(tmp_path):
+    """The CNN (npz images) and regression (CSV) examples: make the data as their comments say, then validate."""
+    made = subprocess.run([sys.executable, str(ROOT / "search_spaces" / "make_example_data.py"), str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    for example, raw, dest, flags in [
+        ("digits_cnn", "digits_images.npz", "digits_images", ["--features", "x", "--label", "y"]),
+        ("diabetes_regression", "diabetes.csv", "diabetes", ["--label", "progression", "--task", "regression"]),
+    ]:
+        converted = run("data", "convert", tmp_path / raw, tmp_path / dest, *flags, "--validation-fraction", "0.2",
+                        cwd=tmp_path)
+        assert converted.returncode == 0, converted.stderr
+        urls = [f"data.{part}={(tmp_path / dest / part).as_uri()}" for part in ("train", "validation")]
+        proc = run("validate", str(ROOT / "search_spaces" / f"{example}.yaml"), "--set", urls[0], "--set", urls[1],
+                   cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert f"ok — sweep '{example.replace('_', '-')}'" in proc.stdout

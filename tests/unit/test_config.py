@@ -96,6 +96,16 @@ def test_grid_parameters_need_grid_search():
                    "set it, or make the parameter categorical")
 
 
+def test_grid_without_num_samples_runs_each_point_once():
+    space = {"units": {"type": "grid", "values": [8, 16]}, "opt": {"type": "categorical", "choices": ["a", "b", "c"]}}
+    def samples(search, space):
+        return parse_sweep(base_sweep(search=search, space=space)).search.num_samples
+
+    assert samples({"algorithm": "grid"}, space) == 6
+    assert samples({"algorithm": "grid", "num_samples": 12}, space) == 12  # each point twice
+    assert samples({"algorithm": "grid"}, {"units": space["units"]}) == 2
+
+
 def test_num_samples_smaller_than_grid():
     space = {"units": {"type": "grid", "values": [8, 16, 32]}, "opt": {"type": "categorical", "choices": ["a", "b"]}}
     msg = error_of(base_sweep(search={"algorithm": "grid", "num_samples": 4}, space=space))
@@ -165,3 +175,20 @@ def test_a_model_module_that_fails_to_import_is_a_config_error_with_file_and_lin
         f"sweep.yaml: model: importing 'raising_model' raised ZeroDivisionError: division by zero at "
         f"{tmp_path / 'raising_model.py'}:3; fix the model module"
     )
+
+
+def test_momentum_needs_an_optimizer_that_takes_it():
+    """Searched momentum with only adam would be sampled and logged but never reach the trainer."""
+    space = {"learning_rate": {"type": "float", "low": 0.001, "high": 0.1}, "momentum": {"type": "float", "low": 0.5,
+                                                                                      "high": 0.99}}
+    assert error_of(base_sweep(space=space)) == (
+        "s.yaml: space.momentum: no trial would use it: only rmsprop and sgd take momentum and the optimizer is "
+        "adam; search space.optimizer with sgd, or remove momentum"
+    )
+    space["optimizer"] = {"type": "categorical", "choices": ["adam", "adagrad"]}
+    assert "the optimizer is adam or adagrad;" in error_of(base_sweep(space=space))
+    space["optimizer"]["choices"] = ["adam", "sgd"]
+    space["momentum"]["when"] = {"optimizer": "sgd"}
+    assert parse_sweep(base_sweep(space=space)).space["momentum"].high == 0.99
+    assert parse_sweep(base_sweep(space={"momentum": space["momentum"] | {"when": None}},
+                                  trial={"optimizer": "sgd"})).trial.optimizer == "sgd"

@@ -79,3 +79,17 @@ def test_trial_spec_effective_values():
     assert hyper["global_batch_size"] == 64
     assert math.isclose(hyper["effective_learning_rate"], 0.02)
     assert hyper["steps_per_epoch"] == 16  # 250 rows per shard / 16 per batch, rounded up
+
+
+def test_momentum_reaches_the_optimizers_that_take_it():
+    from hpo.data import DatasetInfo
+    from hpo.trial.spec import TrialSpec, optimizer_config
+
+    info = DatasetInfo("file:///x", 1000, tuple([250, 250, 250, 250]), 8, 3, True)
+    spec = TrialSpec.from_config(parse_sweep(base_sweep(trial={"workers": 1})), info, info)
+    sgd = optimizer_config(spec.hyper({"optimizer": "sgd", "momentum": 0.9, "learning_rate": 0.01}))
+    assert sgd == {"class_name": "sgd", "config": {"learning_rate": 0.01, "momentum": 0.9}}
+    assert optimizer_config(spec.hyper({"optimizer": "RMSprop", "momentum": 0.5}))["config"]["momentum"] == 0.5
+    # Adam has no momentum argument; a trial without it (or with adam) gets the learning rate only.
+    assert optimizer_config(spec.hyper({"optimizer": "adam", "momentum": 0.9}))["config"].keys() == {"learning_rate"}
+    assert optimizer_config(spec.hyper({"optimizer": "sgd"}))["config"].keys() == {"learning_rate"}
