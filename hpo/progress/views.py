@@ -139,7 +139,8 @@ class PlainView:
     """Plain lines for a pipe or a CI log: no escape codes, at most one status block every ``interval_s``.
 
     A trial's first epoch and its end are printed when they happen; every ``interval_s`` the sweep line
-    and the running trials that trained an epoch since the last block.
+    and the running trials that trained an epoch since the last block, and at once when the sweep's first
+    estimate of the time left exists.
     """
 
     def __init__(self, console: Any, interval_s: float = 5.0, currency: str = "$") -> None:
@@ -148,6 +149,7 @@ class PlainView:
         self.currency = currency
         self.last = 0.0
         self.shown: dict[str, int] = {}
+        self.estimated = False
 
     def _print(self, text: str) -> None:
         self.console.print(text, highlight=False, markup=False, soft_wrap=True)
@@ -161,9 +163,11 @@ class PlainView:
     def update(self, snapshot: Snapshot) -> None:
         """Prints the sweep line and changed running trials, if ``interval_s`` has passed."""
         now = time.monotonic()
-        if now - self.last < self.interval_s or snapshot.ended + snapshot.running == 0:
+        first_estimate = not self.estimated and snapshot.remaining_s_median is not None
+        if (now - self.last < self.interval_s and not first_estimate) or snapshot.ended + snapshot.running == 0:
             return
         self.last = now
+        self.estimated = self.estimated or snapshot.remaining_s_median is not None
         for trial in snapshot.trials:
             if trial.status == "running" and trial.epoch > self.shown.get(trial.trial_id, 0):
                 self.shown[trial.trial_id] = trial.epoch

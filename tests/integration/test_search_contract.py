@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import re
+import shutil
+import subprocess
 import time
+from pathlib import Path
 
 import optuna
 import pandas as pd
@@ -18,6 +23,7 @@ import pytest
 
 import hpo
 from hpo.search import study_url
+from tests.conftest import ROOT
 from tests.integration.contract import check_pair, tiny, with_goal
 
 pytestmark = pytest.mark.slow
@@ -290,18 +296,42 @@ def test_repeat_reruns_the_best_configurations_with_new_seeds_as_a_linked_sweep(
     _browser_draws_every_figure(report, tmp_path / "profile")
 
 
-def _browser_draws_every_figure(report, profile):
-    import re
-    import shutil
-    import subprocess
+def _chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess:
+    """Headless chromium on a local page, its console messages on stderr (``:CONSOLE`` lines)."""
+    return subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-background-networking", "--enable-unsafe-swiftshader", f"--user-data-dir={profile}",
+                           "--enable-logging=stderr",
+                           "--v=0", "--virtual-time-budget=10000", *args, page.as_uri()],
+                          capture_output=True, text=True, timeout=180)
 
+
+def _console_messages(stderr: str) -> list[str]:
+    """What the page wrote to the browser console (log, warning, error, uncaught exception alike).
+
+    Left out: the software GL driver's performance notes on WebGL figures (``GL Driver Message … GPU stall``),
+    which the browser itself writes on a machine without a GPU.
+    """
+    lines = [line.split("] ", 1)[-1] for line in stderr.splitlines() if ":CONSOLE" in line]
+    return [line for line in lines if "GL Driver Message (OpenGL, Performance" not in line]
+
+
+def _browser_draws_every_figure(report: Path, profile: Path) -> None:
+    """Every figure drawn, nothing on the console, and a screenshot in ``test-artifacts/`` (or $HPO_TEST_ARTIFACTS)."""
     if shutil.which("chromium") is None:
         pytest.skip("Debian's chromium is not installed (make install-dev installs it as root)")
-    proc = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                           "--disable-background-networking", f"--user-data-dir={profile}",
-                           "--virtual-time-budget=10000", "--dump-dom", report.as_uri()],
-                          capture_output=True, text=True, timeout=180)
+    # The console check can fail: a page with a script error is caught by it.
+    broken = profile.parent / "broken.html"
+    broken.write_text("<html><body><script>undefinedFunction();</script></body></html>")
+    assert any("Uncaught ReferenceError" in m for m in _console_messages(_chromium(broken, profile).stderr))
+
+    proc = _chromium(report, profile, "--dump-dom")
     assert proc.returncode == 0, proc.stderr[-2000:]
     figures = len(re.findall(r"<h2>", proc.stdout))
     drawn = len(re.findall(r'class="main-svg"', proc.stdout))
     assert figures >= 5 and drawn >= figures, (figures, drawn)  # plotly draws 2 svg layers per figure
+    assert _console_messages(proc.stderr) == []
+    artifacts = Path(os.environ.get("HPO_TEST_ARTIFACTS", ROOT / "test-artifacts"))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    shot = artifacts / "report.png"
+    taken = _chromium(report, profile, "--window-size=1280,3000", f"--screenshot={shot}")
+    assert taken.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000

@@ -108,6 +108,27 @@ def test_plain_view_first_epoch_at_once_then_blocks_at_most_every_interval(tmp_p
     assert "\x1b[" not in console.export_text(styles=False)
 
 
+def test_plain_view_shows_the_first_estimate_at_once(monkeypatch):
+    """The sweep line waits for the interval, except the first one that can say how long is left."""
+    clock = [100.0]
+    monkeypatch.setattr(views_module.time, "monotonic", lambda: clock[0])
+    console = Console(record=True, width=400)
+    view = PlainView(console, interval_s=5)
+    progress = SweepProgress("s", "val_accuracy", _plan(), started=0.0)
+    progress.start("a", {}, now=0.0)
+    progress.result("a", 1, 0.5)  # no timing yet: nothing to estimate from
+    view.update(progress.snapshot(now=1.0))
+    clock[0] = 101.0
+    progress.result("a", 2, 0.6, 1.0)
+    view.update(progress.snapshot(now=2.0))  # 1 s later: printed, it is the first estimate
+    clock[0] = 102.0
+    progress.result("a", 3, 0.7, 1.0)
+    view.update(progress.snapshot(now=3.0))  # within the interval: not printed
+    sweep_lines = [line for line in console.export_text().splitlines() if line.startswith("sweep: ")]
+    assert len(sweep_lines) == 2, sweep_lines
+    assert "time left: after the first timed epochs" in sweep_lines[0] and " left [" in sweep_lines[1]
+
+
 def test_trial_end_lines_and_a_failed_trial_says_why(tmp_path):
     console = Console(record=True, width=300)
     monitor = _monitor(tmp_path, console)
