@@ -299,9 +299,9 @@ def test_repeat_reruns_the_best_configurations_with_new_seeds_as_a_linked_sweep(
 def _chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess:
     """Headless chromium on a local page, its console messages on stderr (``:CONSOLE`` lines)."""
     return subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                           "--disable-background-networking", "--enable-unsafe-swiftshader", f"--user-data-dir={profile}",
-                           "--enable-logging=stderr",
-                           "--v=0", "--virtual-time-budget=10000", *args, page.as_uri()],
+                           "--disable-background-networking", "--enable-unsafe-swiftshader",
+                           f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
+                           "--virtual-time-budget=10000", *args, page.as_uri()],
                           capture_output=True, text=True, timeout=180)
 
 
