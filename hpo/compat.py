@@ -203,7 +203,43 @@ def horovod_worker_actors(executor: Any) -> list[Any]:
     return list(executor.adapter.workers)
 
 
+@contextlib.contextmanager
+def horovod_rendezvous_on(address: str) -> Iterator[None]:
+    """Puts the rendezvous HTTP server a ``RayExecutor.start()`` in the block opens on ``address`` only.
+
+    Horovod's ``RendezvousServer.start`` takes its port from ``find_port``, which binds ``('', port)``: every
+    interface, without authentication. Its workers are told to connect to ``ray.util.get_node_ip_address()``
+    (``horovod/ray/runner.py``, ``establish_rendezvous``), which in a Ray worker process is the address the
+    default route leaves from, not the node's. In the block the server binds ``address`` and the workers are
+    told ``address``.
+    """
+    import ray.util
+    from horovod.runner.http import http_server
+
+    original_find_port, original_ip = http_server.find_port, ray.util.get_node_ip_address
+
+    def find_port(server_factory: Any) -> Any:
+        return original_find_port(lambda addr: server_factory((address, addr[1])))
+
+    http_server.find_port = find_port
+    ray.util.get_node_ip_address = lambda *args, **kwargs: address
+    try:
+        yield
+    finally:
+        http_server.find_port, ray.util.get_node_ip_address = original_find_port, original_ip
+
+
 # -- Ray core (2.60.0) ---------------------------------------------------------------------------------
+
+
+def ray_node_address() -> str:
+    """The address the Ray node of this (driver or worker) process registered: ``--node-ip-address``.
+
+    ``ray.util.get_node_ip_address()`` gives it only in a driver; in a worker it is the default route's.
+    """
+    import ray
+
+    return ray._private.worker.global_worker.node_ip_address
 
 
 def enable_ray_token_auth_if_available() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import time
@@ -64,6 +65,8 @@ def _run(
     monitor.progress.samples_per_epoch = samples_per_epoch(spec)
     warm_points = _warm_points(config, options, source)
     started_ray = start_ray(options.address)
+    if started_ray and not options.address:  # every trial on this machine: Horovod's rendezvous on loopback
+        spec = dataclasses.replace(spec, rendezvous_host="127.0.0.1")
     interrupt.rearm()
     try:
         check_fits_cluster(spec, source, local=not options.address, storage=options.storage)

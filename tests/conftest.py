@@ -40,6 +40,29 @@ def hpo_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(["hpo", *args], result.exit_code, result.stdout, result.stderr)
 
 
+def quiet_ports(count: int) -> list[int]:
+    """``count`` consecutive TCP ports, free now, between 20000 and the kernel's ephemeral range.
+
+    No process is handed these by chance: a bind to port 0 (Ray's gRPC servers, every client socket) gets
+    a port of the ephemeral range, and Ray's default worker ports are 10002-19999. A test server that is
+    killed and restarted on the same port, or a test cluster whose every port is explicit, takes its ports
+    here, so that the other test process of ``make test`` cannot take them in between.
+    """
+    import random
+    import socket
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for start in random.sample(range(20000, low - count), 200):
+        try:
+            for port in range(start, start + count):
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return list(range(start, start + count))
+    raise RuntimeError(f"no {count} free ports between 20000 and the ephemeral range")
+
+
 def ensure_ray_token(ray_cli: str) -> None:
     """Makes Ray's default auth token (``~/.ray/auth_token``) if the machine has none yet.
 

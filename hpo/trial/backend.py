@@ -140,9 +140,13 @@ class HorovodBackend(PooledGroup):
         workers: Number of ranks.
         cpus_per_worker: CPUs reserved per rank.
         gpus_per_worker: GPUs per rank (fractions allowed).
+        rendezvous_host: Where Horovod's rendezvous server listens and its workers find it: ``127.0.0.1``
+            on a one-machine Ray hpo started; None: this node's Ray address (a cluster).
     """
 
-    def __init__(self, workers: int, cpus_per_worker: float, gpus_per_worker: float) -> None:
+    def __init__(
+        self, workers: int, cpus_per_worker: float, gpus_per_worker: float, rendezvous_host: str | None = None
+    ) -> None:
         from horovod.ray import RayExecutor
 
         self.shape = (workers, cpus_per_worker, gpus_per_worker)
@@ -156,7 +160,8 @@ class HorovodBackend(PooledGroup):
         )
         self.channel = ray.remote(Channel).options(num_cpus=0).remote()
         started = time.time()
-        self.executor.start()
+        with compat.horovod_rendezvous_on(rendezvous_host or compat.ray_node_address()):  # not every interface
+            self.executor.start()
         self.start_s = time.time() - started
         self.actors = compat.horovod_worker_actors(self.executor)
 
@@ -215,7 +220,9 @@ class WarmPool:
 WARM_POOL = WarmPool()
 
 
-def acquire(workers: int, cpus_per_worker: float, gpus_per_worker: float) -> HorovodBackend:
+def acquire(
+    workers: int, cpus_per_worker: float, gpus_per_worker: float, rendezvous_host: str | None = None
+) -> HorovodBackend:
     """Returns the warm group if it has this shape and is alive, else starts a new one."""
     shape = (workers, cpus_per_worker, gpus_per_worker)
-    return WARM_POOL.take(shape) or HorovodBackend(*shape)
+    return WARM_POOL.take(shape) or HorovodBackend(*shape, rendezvous_host=rendezvous_host)

@@ -48,7 +48,7 @@ class BackendKind:
 
 
 def _horovod(spec: TrialSpec) -> backends.Backend:
-    return backends.acquire(spec.workers, spec.cpus_per_worker, spec.gpus_per_worker)
+    return backends.acquire(spec.workers, spec.cpus_per_worker, spec.gpus_per_worker, spec.rendezvous_host)
 
 
 #: ``trial.backend`` → its :class:`BackendKind`.

@@ -168,6 +168,9 @@ class TrialSpec:
     backend: str = "horovod"
     #: Seconds one simulated epoch takes.
     simulated_epoch_s: float = 0.1
+    #: Where Horovod's rendezvous listens: ``127.0.0.1`` when the sweep runs on a local Ray it started (every
+    #: trial on this machine); None: the trial driver's node address (a cluster).
+    rendezvous_host: str | None = None
 
     @classmethod
     def from_config(cls, config: SweepConfig, train: DatasetInfo, validation: DatasetInfo) -> TrialSpec:

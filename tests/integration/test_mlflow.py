@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from hpo.tracking import MlflowServer, free_port, health
-from tests.conftest import HPO, ROOT
+from tests.conftest import HPO, ROOT, quiet_ports
 
 pytestmark = pytest.mark.slow
 SMALL = ROOT / "tests" / "integration" / "sweeps" / "small.yaml"
@@ -57,24 +57,13 @@ def tiny_sweep(name: str, num_samples: int = 3, max_epochs: int = 2) -> dict:
 
 
 def restartable_port() -> int:
-    """A free port below the kernel's ephemeral range, for a server killed and restarted on the same port.
+    """A port for a server killed and restarted on the same port (see :func:`tests.conftest.quiet_ports`).
 
-    A port from :func:`free_port` is an ephemeral one: once the server is down, any process (a Ray worker's
-    gRPC server, say) may be handed it by the kernel, and the sweep's HTTP writes then hang on a server that
-    never answers HTTP/1.1 instead of being refused. No bind to port 0 gets a port below the range.
+    An ephemeral port, once the server is down, may be handed to any process (a Ray worker's gRPC server,
+    say), and the sweep's HTTP writes then hang on a server that never answers HTTP/1.1 instead of being
+    refused.
     """
-    import random
-    import socket
-
-    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    for port in random.sample(range(20000, low), 200):  # above Ray's worker ports (10002-19999)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port between 20000 and the ephemeral range")
+    return quiet_ports(1)[0]
 
 
 def git(*args: str, cwd: Path) -> str:

@@ -130,3 +130,27 @@ def test_warm_workers_reused_and_nothing_left_behind(own_ray, in_tmp):
         params = json.loads((audit.parent.parent / "params.json").read_text())
         for rank in json.loads(audit.read_text()):
             assert rank["learning_rate"] == pytest.approx(2 * params["learning_rate"], rel=1e-5)
+
+
+def test_horovod_rendezvous_listens_on_one_address_only(own_ray):
+    """Horovod's unauthenticated rendezvous: loopback on a local Ray hpo started, else the node's address."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    def rendezvous_listeners(host: str | None) -> tuple[str, list[str]]:
+        from hpo import compat
+        from hpo.trial.backend import HorovodBackend
+
+        group = HorovodBackend(2, 0.5, 0, rendezvous_host=host)  # started: both ranks reached the rendezvous
+        try:
+            port = group.executor.adapter.coordinator.global_rendezv_port
+            listening = [c.laddr.ip for c in psutil.Process().net_connections("tcp")
+                         if c.status == psutil.CONN_LISTEN and c.laddr.port == port]
+            return compat.ray_node_address(), listening
+        finally:
+            group.release(False)
+
+    _, listening = ray.get(rendezvous_listeners.remote("127.0.0.1"), timeout=300)
+    assert listening == ["127.0.0.1"]
+    node, listening = ray.get(rendezvous_listeners.remote(None), timeout=300)
+    assert listening == [node] and node not in ("0.0.0.0", "")

@@ -26,8 +26,7 @@ import pytest
 import yaml
 
 from hpo.data import write_dataset
-from hpo.tracking import free_port
-from tests.conftest import ROOT, ensure_ray_token, kill_tree
+from tests.conftest import ROOT, ensure_ray_token, kill_tree, quiet_ports
 from tests.integration.s3 import MotoServer
 
 # Not in the default run yet: alone it passes (4 passed in ~4 min), but in two full clean-clone suites its
@@ -36,6 +35,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.two_nodes]
 RAY = str(Path(sys.executable).with_name("ray"))
 SMALL = ROOT / "tests" / "integration" / "sweeps" / "small.yaml"
 WORKER_CPUS = 2
+WORKER_PORTS = 100  # per node: one per Ray worker process
 
 
 @dataclass
@@ -62,15 +62,16 @@ class TwoNodes:
                               text=True, timeout=timeout, env=self.env())
 
 
-def _ports(prefix: str) -> list[str]:
-    """Every port a Ray node would otherwise pick at random, explicit."""
-    low = free_port()
+def _ports(ports: Iterator[int]) -> list[str]:
+    """Every port a Ray node would otherwise pick at random, explicit and out of the kernel's ephemeral range."""
+    low = next(ports)
+    for _ in range(WORKER_PORTS):
+        high = next(ports)
     return [
-        f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
-        f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
-        f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
-        f"--min-worker-port={low + 1 if prefix == 'head' else low + 301}",
-        f"--max-worker-port={low + 300 if prefix == 'head' else low + 600}",
+        f"--node-manager-port={next(ports)}", f"--object-manager-port={next(ports)}",
+        f"--dashboard-agent-listen-port={next(ports)}", f"--dashboard-agent-grpc-port={next(ports)}",
+        f"--metrics-export-port={next(ports)}", f"--runtime-env-agent-port={next(ports)}",
+        f"--min-worker-port={low}", f"--max-worker-port={high}",
     ]  # fmt: skip
 
 
@@ -79,12 +80,15 @@ def _wait_for_nodes(env: dict[str, str], address: str, count: int, procs: list[s
         "import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False);"
         "print(sum(1 for n in ray.nodes() if n['Alive']))"
     )
-    deadline, out = time.time() + 120, None
+    deadline, out = time.time() + 300, None  # a busy 2-core machine (the rest of make test) starts Ray slowly
     while time.time() < deadline:
         if any(p.poll() is not None for p in procs):
             break
-        out = subprocess.run([sys.executable, "-c", probe, address], capture_output=True, text=True, env=env,
-                             timeout=60)
+        try:
+            out = subprocess.run([sys.executable, "-c", probe, address], capture_output=True, text=True, env=env,
+                                 timeout=90)
+        except subprocess.TimeoutExpired:
+            continue
         if out.returncode == 0 and out.stdout.strip().splitlines()[-1:] == [str(count)]:
             return
         time.sleep(1)
@@ -101,17 +105,18 @@ def cluster(tmp_path_factory) -> Iterator[TwoNodes]:
     disk.mkdir()
     moto = MotoServer(root / "moto.log").start()
     temp_dir = Path(tempfile.mkdtemp(prefix="hpo-2n-", dir="/tmp"))  # short: Ray's socket paths are limited
-    port = free_port()
+    ports = iter(quiet_ports(2 * (WORKER_PORTS + 8) + 3))
+    port = next(ports)
     # Token authentication on: both nodes and the probes present the token (hpo finds it on its own).
     env = {**os.environ, **moto.env(), "RAY_USAGE_STATS_ENABLED": "0", "TF_USE_LEGACY_KERAS": "1",
            "RAY_DISABLE_PYARROW_VERSION_CHECK": "1", "RAY_AUTH_MODE": "token"}
     ensure_ray_token(RAY)
     common = ["--block", "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}", "--disable-usage-stats"]
     head_cmd = [RAY, "start", "--head", f"--port={port}", "--num-cpus=0", "--num-gpus=0",
-                f"--ray-client-server-port={free_port()}", f"--dashboard-port={free_port()}",
-                "--include-dashboard=false", *common, *_ports("head")]
+                f"--ray-client-server-port={next(ports)}", f"--dashboard-port={next(ports)}",
+                "--include-dashboard=false", *common, *_ports(ports)]
     worker = " ".join([RAY, "start", f"--address=127.0.0.1:{port}", f"--num-cpus={WORKER_CPUS}", "--num-gpus=0",
-                       *common, *_ports("worker")])
+                       *common, *_ports(ports)])
     # The second node: its own mount namespace, where the head's disk is an empty tmpfs.
     worker_cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
                   f"mount -t tmpfs hpo-other-disk {disk} && exec {worker}"]

@@ -88,6 +88,37 @@ def test_horovod_executor_adapter():
     assert "self.adapter" in source, _broken("horovod_worker_actors", "horovod", "RayExecutor.adapter")
 
 
+def test_horovod_rendezvous_binds_the_given_address_only():
+    import socket
+
+    from horovod.ray import runner
+    from horovod.runner.http.http_server import RendezvousServer
+
+    assert "ray.util.get_node_ip_address()" in inspect.getsource(runner.Coordinator.establish_rendezvous), _broken(
+        "horovod_rendezvous_on", "horovod", "the address workers reach the rendezvous at")
+    import ray.util
+
+    original = ray.util.get_node_ip_address
+    server = RendezvousServer()
+    with compat.horovod_rendezvous_on("127.0.0.1"):
+        port = server.start()
+        assert ray.util.get_node_ip_address() == "127.0.0.1"  # what the workers are told
+    assert ray.util.get_node_ip_address is original  # given back
+    try:
+        assert server._httpd.server_address == ("127.0.0.1", port), _broken(
+            "horovod_rendezvous_on", "horovod", "RendezvousServer.start's find_port")
+    finally:
+        server.stop()
+    unpatched = RendezvousServer()  # outside the block: Horovod's own behaviour (every interface)
+    port = unpatched.start()
+    try:
+        assert unpatched._httpd.server_address == ("0.0.0.0", port)
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
+    finally:
+        unpatched.stop()
+
+
 def test_ray_core_internals():
     from ray._private.authentication import authentication_token_setup as auth
 
