@@ -29,8 +29,8 @@ from hpo.data import write_dataset
 from tests.conftest import ROOT, ensure_ray_token, kill_tree, quiet_ports
 from tests.integration.s3 import MotoServer
 
-# Not in the default run yet: alone it passes (4 passed in ~4 min), but in two full clean-clone suites its
-# first probe could not reach the head's GCS (see the module docstring's cluster); run it with -m two_nodes.
+# Every port of both nodes comes from one block out of the kernel's ephemeral range (tests.conftest.quiet_ports):
+# with ports picked by bind(0), the other test process's Ray could take one first and the head never came up.
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.two_nodes]
 RAY = str(Path(sys.executable).with_name("ray"))
 SMALL = ROOT / "tests" / "integration" / "sweeps" / "small.yaml"
