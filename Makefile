@@ -35,7 +35,7 @@ test: install-dev
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope -rs --durations=25
 
 test-fast: install-dev
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q -n 2 tests/unit
 
 lint: install-dev
 	$(BIN)/ruff check hpo tests benchmarks search_spaces

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -21,6 +21,9 @@ from hpo.config.tracking_uri import masked
 from hpo.errors import ConfigError
 from hpo.storage import DEFAULT_STORAGE, Storage
 from hpo.summary import read_summary
+
+if TYPE_CHECKING:
+    from hpo.options import RunOptions
 
 app = typer.Typer(
     help="Hyperparameter sweeps of Keras models: Ray Tune + Horovod + Petastorm + MLflow.",
@@ -103,7 +106,7 @@ def tune(
 
     With --partition-by, --partition or data.partitions in the file: one sweep per partition.
     """
-    from hpo.api import _overrides, run, run_partitioned
+    from hpo.api import _overrides, run
     from hpo.options import RunOptions, WarmStart
 
     if partition_by and partition:
@@ -113,14 +116,7 @@ def tune(
     options = RunOptions(storage, address, resume, None if quiet else console, warm, overwrite=overwrite, progress=mode)
     overrides = set_overrides(file, sets) | _overrides(num_samples, name, mlflow_uri)
     if partition_by or partition or _lists_partitions(file):
-        from hpo.partition import named_urls
-
-        urls = named_urls(partition, str(file)) if partition else None
-        results = run_partitioned(file, options, partitions=urls, partition_by=partition_by, overrides=overrides)
-        for part in results.values():
-            _print_summary(part.summary)
-            console.print(f"summary: {part.summary_path}", highlight=False)
-        _exit_without_best([part.summary for part in results.values()])
+        _tune_partitions(file, options, overrides, partition_by, partition)
         return
     result = run(file, options, overrides)
     if json_progress:
@@ -129,6 +125,21 @@ def tune(
         _print_summary(result.summary)
         console.print(f"summary: {result.summary_path}", highlight=False)
     _exit_without_best([result.summary])
+
+
+def _tune_partitions(
+    file: Path, options: RunOptions, overrides: dict[str, object], partition_by: str | None, partition: list[str] | None
+) -> None:
+    """``hpo tune`` of a partitioned sweep: one sweep per partition, a summary each."""
+    from hpo.api import run_partitioned
+    from hpo.partition import named_urls
+
+    urls = named_urls(partition, str(file)) if partition else None
+    results = run_partitioned(file, options, partitions=urls, partition_by=partition_by, overrides=overrides)
+    for part in results.values():
+        _print_summary(part.summary)
+        console.print(f"summary: {part.summary_path}", highlight=False)
+    _exit_without_best([part.summary for part in results.values()])
 
 
 @app.command()
