@@ -103,8 +103,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "checkpoint.json"))
+    parser.add_argument("--storage", choices=("s3", "file"), default="s3",
+                        help="s3: a moto S3 server on this machine; file: a local directory (no object store: "
+                             "what hpo's own hand-over costs, without an S3 server's CPU on the same cores)")
+    parser.add_argument("--out", default=None, help="default: benchmarks/results/checkpoint[_file].json")
     args = parser.parse_args()
+    suffix = "" if args.storage == "s3" else "_file"
+    args.out = args.out or str(ROOT / "benchmarks" / "results" / f"checkpoint{suffix}.json")
 
     from tests.integration.s3 import MotoServer
 
@@ -124,7 +129,8 @@ def main() -> None:
             for round_ in range(args.rounds):
                 for setting in ("every_epoch", "final_only"):
                     name = f"ckpt-{setting.replace('_', '-')}-{round_}"
-                    runs[setting].append(run_one("s3://bench/runs", name, setting == "every_epoch", args.epochs))
+                    storage = "s3://bench/runs" if args.storage == "s3" else str(Path(scratch) / "runs")
+                    runs[setting].append(run_one(storage, name, setting == "every_epoch", args.epochs))
                     print(setting, runs[setting][-1], flush=True)
             size = sum(os.path.getsize(p) for p in Path(scratch).rglob("best_model/model.keras")) / len(
                 list(Path(scratch).rglob("best_model/model.keras")))
@@ -134,14 +140,16 @@ def main() -> None:
 
     medians = {k: statistics.median(r["epoch_s_median"] for r in v) for k, v in runs.items()}
     result = {
-        "what": "steady-state epoch time of a ~100 MB model, per-epoch checkpoints to S3 (moto) vs final only",
+        "what": "steady-state epoch time of a ~100 MB model, per-epoch checkpoints vs final only, to "
+                + ("S3 (a moto server on this machine, nice 19)" if args.storage == "s3" else "a local directory"),
+        "storage": args.storage,
         "model_file_mb": round(size / 2**20, 1),
         "epoch_s": {k: round(v, 3) for k, v in medians.items()},
         "ratio_every_epoch_to_final_only": round(medians["every_epoch"] / medians["final_only"], 3),
         "target_ratio": 1.05,
         "runs": runs,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "command": "python benchmarks/checkpoint.py",
+        "command": "python benchmarks/checkpoint.py" + ("" if args.storage == "s3" else " --storage file"),
     }
     write_report(result, args.out)
     print(f"ratio {result['ratio_every_epoch_to_final_only']} ({medians})")
