@@ -133,6 +133,11 @@ def tune_propagates_no_credentials() -> Iterator[None]:
 TUNE_STOP_HANDLER = "signal_interrupt_tune_run"
 
 
+def _is_tune_stop_handler(handler: Any) -> bool:
+    """True if ``handler`` is the one ``ray.tune.tune._setup_signal_catching`` installs."""
+    return callable(handler) and getattr(handler, "__name__", "") == TUNE_STOP_HANDLER
+
+
 def tune_stop_gracefully() -> bool:
     """Asks a running ``Tuner.fit`` to end as after Ctrl-C: trials stop, the experiment state is saved.
 
@@ -145,7 +150,7 @@ def tune_stop_gracefully() -> bool:
     import signal
 
     handler = signal.getsignal(signal.SIGUSR1) if hasattr(signal, "SIGUSR1") else None
-    if not callable(handler) or getattr(handler, "__name__", "") != TUNE_STOP_HANDLER:
+    if not _is_tune_stop_handler(handler):
         return False
     handler(signal.SIGUSR1, None)
     return True
@@ -163,7 +168,7 @@ def clear_tune_stop_handler() -> Any:
     if not hasattr(signal, "SIGUSR1"):
         return None
     previous = signal.getsignal(signal.SIGUSR1)
-    if callable(previous) and getattr(previous, "__name__", "") == TUNE_STOP_HANDLER:
+    if _is_tune_stop_handler(previous):
         signal.signal(signal.SIGUSR1, signal.SIG_DFL)
     return previous
 
