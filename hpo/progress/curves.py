@@ -14,13 +14,21 @@ their observed range before fitting. The families, with ``x`` the 1-based epoch 
 ``b`` may be negative: a falling (diverging) curve is a trend like any other. ``pow`` and ``exp`` start from
 the best rate of a grid (``a`` and ``b`` are linear given ``c``); a curve whose best rate is the grid's
 slowest is left to the other families (``pow`` tends to ``log`` there, ``exp`` to a straight line), one whose
-best rate is the fastest (a step to a plateau) keeps that rate. Each fitted family is scored by AICc (its
-small-sample term's denominator floored at 1); the continuations mix the families by their Akaike weights.
+best rate is the fastest (a step to a plateau) keeps that rate. Every fit weighs epoch ``x`` by ``x²``
+(:data:`RECENCY`): where a curve is heading is told by its recent epochs more than by its first steep ones.
+Each fitted family is scored by AICc (its small-sample term's denominator floored at 1); the continuations
+mix the families by their Akaike weights.
 
 The noise is the residual spread of the best family over the recent half of the curve (a learning-rate
 change early on does not inflate it); with fewer than three residual degrees of freedom it cannot be
-measured and is taken as at least 10 % of the observed range. The fitted parameters' uncertainty (their
-covariance) is sampled too, and the sampled trend is kept within one observed range of the values seen.
+measured and is taken as at least 10 % of the observed range. It is not independent from epoch to epoch: a
+validation curve that lies below its trend tends to stay below it for a while, so the simulated noise is an
+AR(1) process (:data:`hpo.progress.draws.NOISE_MEMORY`) that starts from the last observed residual. The
+fitted parameters' uncertainty (their covariance) is sampled too, and the sampled trend is kept within one
+observed range of the values seen. A curve whose values all lie on a grid (an accuracy over ``N``
+validation samples moves in steps of ``1/N``; see :func:`lattice`) is continued on that grid, so that a
+simulated epoch ties the best as a real one does (a tie is no improvement). The continuations themselves
+are drawn in :mod:`hpo.progress.draws`.
 """
 
 from __future__ import annotations
@@ -36,6 +44,10 @@ from scipy.optimize import OptimizeWarning, curve_fit
 _RSS_FLOOR = 1e-10
 #: The noise of a curve too short to measure it, as a fraction of its observed range.
 _NOISE_PRIOR = 0.1
+#: Fits weigh epoch ``x`` by ``x**RECENCY``.
+RECENCY = 2.0
+#: How far (in grid steps) a value may lie off the grid of :func:`lattice` and still count as on it.
+_LATTICE_TOLERANCE = 1e-3
 
 
 def _flat(x: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -105,7 +117,19 @@ class Fit:
 
 @dataclass(frozen=True)
 class Trend:
-    """A curve's fitted families, its noise and its normalisation (``value = offset + scale·z``)."""
+    """A curve's fitted families, its noise and its normalisation (``value = offset + scale·z``).
+
+    Attributes:
+        fits: The fitted families.
+        weights: Their Akaike weights.
+        noise: The noise's spread (normalised units).
+        offset: ``value = offset + scale·z``.
+        scale: See ``offset``.
+        low: The lowest value a sampled trend may take (normalised).
+        high: The highest.
+        last: The best family's residual at the last epoch: where the noise starts from.
+        grid: ``(origin, step)`` of the grid the values lie on (:func:`lattice`), or None.
+    """
 
     fits: tuple[Fit, ...]
     weights: np.ndarray
@@ -114,6 +138,8 @@ class Trend:
     scale: float
     low: float
     high: float
+    last: float = 0.0
+    grid: tuple[float, float] | None = None
 
     @property
     def family(self) -> str:
@@ -121,8 +147,16 @@ class Trend:
         return self.fits[int(np.argmax(self.weights))].family
 
 
+def _weights(x: np.ndarray) -> np.ndarray:
+    """Each epoch's weight in the fits, ``x**RECENCY`` scaled to a mean of 1."""
+    w = x**RECENCY
+    return w / w.mean()
+
+
 def _linear_fit(family: str, x: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray | None] | None:
     design = np.ones((len(x), 1)) if family == "flat" else np.column_stack([np.ones_like(x), np.log(x)])
+    root = np.sqrt(_weights(x))
+    design, z = design * root[:, None], z * root
     params, *_ = np.linalg.lstsq(design, z, rcond=None)
     dof = len(x) - design.shape[1]
     if dof < 1:
@@ -138,16 +172,19 @@ def _start(family: str, x: np.ndarray, z: np.ndarray) -> int | None:
     (``pow`` with ``c → 0`` is ``log``, ``exp`` a straight line) than by it.
     """
     phi = _basis(family, x[None, :], _RATES[family][:, None])  # (rates, n)
-    centred = phi - phi.mean(axis=1)[:, None]
-    slope = (centred @ (z - z.mean())) / np.maximum((centred**2).sum(axis=1), 1e-300)
-    rss = (((z - z.mean())[None, :] - slope[:, None] * centred) ** 2).sum(axis=1)
+    w = _weights(x) / len(x)  # sums to 1
+    centred, zc = phi - (phi @ w)[:, None], z - z @ w
+    slope = ((centred * w) @ zc) / np.maximum((centred**2) @ w, 1e-300)
+    rss = ((zc[None, :] - slope[:, None] * centred) ** 2) @ w
     i = int(np.argmin(rss))
     return None if i == 0 else i
 
 
 def _fixed_rate_fit(family: str, x: np.ndarray, z: np.ndarray, c: float) -> tuple[np.ndarray, np.ndarray | None]:
     """``a`` and ``b`` by linear least squares with the rate held at ``c`` (its variance taken as 0)."""
-    design = np.column_stack([np.ones_like(x), -_basis(family, x, c)])
+    root = np.sqrt(_weights(x))
+    design = np.column_stack([np.ones_like(x), -_basis(family, x, c)]) * root[:, None]
+    z = z * root
     (a, b), *_ = np.linalg.lstsq(design, z, rcond=None)
     params, dof = np.array([a, b, np.log(c)]), len(x) - 2
     if dof < 1:
@@ -168,7 +205,10 @@ def _nonlinear_fit(family: str, x: np.ndarray, z: np.ndarray) -> tuple[np.ndarra
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore", OptimizeWarning)
-            params, cov = curve_fit(FAMILIES[family][0], x, z, p0=start, jac=_jacobian(family), method="lm", maxfev=100)
+            sigma = 1 / np.sqrt(_weights(x))
+            params, cov = curve_fit(
+                FAMILIES[family][0], x, z, p0=start, sigma=sigma, jac=_jacobian(family), method="lm", maxfev=100
+            )
     except (RuntimeError, ValueError, FloatingPointError, np.linalg.LinAlgError):
         return None
     if not np.all(np.isfinite(params)) or abs(params[2]) > 20:
@@ -185,7 +225,7 @@ def _fit(family: str, x: np.ndarray, z: np.ndarray) -> Fit | None:
     params, cov = fitted
     residuals = z - FAMILIES[family][0](x, *params)
     n = len(x)
-    rss = max(float(np.sum(residuals**2)), n * _RSS_FLOOR)
+    rss = max(float(np.sum(_weights(x) * residuals**2)), n * _RSS_FLOOR)
     aicc = n * np.log(rss / n) + 2 * k + 2 * k * (k + 1) / max(n - k - 1, 1)
     return Fit(family, params, cov, residuals, float(aicc)) if np.isfinite(aicc) else None
 
@@ -226,55 +266,26 @@ def fit_trend(x: np.ndarray, y: np.ndarray) -> Trend | None:
     weights /= weights.sum()
     best = fits[int(np.argmax(weights))]
     noise = _noise(best, len(x)) if scale else 0.0
-    return Trend(fits, weights, noise, offset, scale or 1.0, float(z.min()) - 1.0, float(z.max()) + 1.0)
+    last = float(np.clip(best.residuals[-1], -3 * noise, 3 * noise))
+    low, high = float(z.min()) - 1.0, float(z.max()) + 1.0
+    return Trend(fits, weights, noise, offset, scale or 1.0, low, high, last, lattice(y))
 
 
-def _draw_params(fit: Fit, count: int, rng: np.random.Generator) -> np.ndarray:
-    """``count`` parameter vectors (rows): the fit's, perturbed by its covariance where it has one."""
-    if fit.cov is None:
-        return np.tile(fit.params, (count, 1))
-    return rng.multivariate_normal(fit.params, fit.cov, size=count, method="eigh")
+def lattice(y: np.ndarray) -> tuple[float, float] | None:
+    """The grid ``(origin, step)`` the values lie on, or None (values not on a grid, or too few to tell).
 
-
-@dataclass(frozen=True)
-class Draws:
-    """Sampled trends, one per continuation: a family by its Akaike weight, parameters by their covariance.
-
-    Attributes:
-        trend: The fitted trend they were drawn from.
-        blocks: ``(family, parameters)`` pairs, one parameter row per continuation of that family.
-        order: Shuffles the rows, so that a continuation's index says nothing about its family.
+    An accuracy over ``N`` validation samples takes the values ``k/N``: the smallest gap between its distinct
+    values is a step of the grid, and every other gap a whole number of steps. At least three distinct
+    values are needed (two always lie on a grid); a continuous metric passes this test by chance rarely
+    (with three values, about once in 500 curves), and then only rounds its simulated values.
     """
-
-    trend: Trend
-    blocks: tuple[tuple[str, np.ndarray], ...]
-    order: np.ndarray
-
-    def values(self, epochs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Noisy values at the given future epochs, in the curve's own units (call again for later epochs).
-
-        Args:
-            epochs: 1-based epochs, shape ``(H,)``.
-            rng: Random source of the noise.
-
-        Returns:
-            Array ``(samples, H)``: one continuation per row, higher is better.
-        """
-        trend, rows = self.trend, []
-        for family, params in self.blocks:
-            with np.errstate(all="ignore"):
-                block = FAMILIES[family][0](epochs[None, :], *(params[:, [i]] for i in range(params.shape[1])))
-            rows.append(np.clip(np.nan_to_num(block, nan=trend.low), trend.low, trend.high))
-        paths = np.concatenate(rows, axis=0)[self.order]
-        if trend.noise:
-            paths += rng.normal(0.0, trend.noise, size=paths.shape)
-        return trend.offset + trend.scale * paths
-
-
-def draw(trend: Trend, samples: int, rng: np.random.Generator) -> Draws:
-    """Draws ``samples`` trends from a fitted one (see :class:`Draws`)."""
-    counts = rng.multinomial(samples, trend.weights)
-    blocks = tuple(
-        (fit.family, _draw_params(fit, int(count), rng)) for fit, count in zip(trend.fits, counts, strict=True) if count
-    )
-    return Draws(trend, blocks, rng.permutation(samples))
+    distinct = np.unique(y)
+    if len(distinct) < 3:
+        return None
+    step = float(np.diff(distinct).min())
+    if not np.isfinite(step) or step <= 1e-12 * max(1.0, float(np.abs(distinct).max())):
+        return None
+    steps = (distinct - distinct[0]) / step
+    if np.any(np.abs(steps - np.round(steps)) > _LATTICE_TOLERANCE):
+        return None
+    return float(distinct[0]), step

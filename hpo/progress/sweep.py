@@ -6,12 +6,15 @@ Each Monte-Carlo sample is one possible future of the sweep:
    and cut where the scheduler would stop it (:mod:`hpo.progress.cutoffs`);
 2. trials not started yet (and running ones with fewer than two values) get a length drawn from those of the
    started ones: the ended trials' actual lengths (failed ones aside) and the running ones' simulated ones in
-   that sample (so that the first, short, scheduler-stopped trials do not make the rest look short); with no
+   that sample (so that the first, short, scheduler-stopped trials do not make the rest look short), mixed
+   with a uniform prior over ``1 … max_epochs`` by a Dirichlet process (:mod:`hpo.progress.pools`: each
+   sample draws its own weights, so that how little a few trials tell stays in the interval); with no
    started trial to draw from, the prior is ``max_epochs``;
 3. an epoch costs what the trial measured (median of its recent epoch times after the first); a trial with
    fewer than two timed epochs gets the steady cost of a started trial drawn at random; a trial not started
-   yet also pays a start-up drawn from the started ones (seconds from its start to its first epoch, and
-   what its first epoch took beyond a steady one: compiling, warming caches);
+   yet gets one by the Bayesian bootstrap of the measured ones (:mod:`hpo.progress.pools`) and also pays a
+   start-up drawn from the started ones (seconds from its start to its first epoch, and what its first
+   epoch took beyond a steady one: compiling, warming caches);
 4. the trials not started yet queue for ``max_concurrent`` slots (first come, first served), so the sweep
    ends when its last slot is free, or when a running trial reaches the objective goal, or at the time
    budget, whichever comes first.
@@ -29,6 +32,7 @@ from typing import Literal
 import numpy as np
 
 from hpo.progress.cutoffs import scheduler_stops
+from hpo.progress.pools import draw_costs, draw_lengths
 from hpo.progress.schedule import Futures, Queue, run_queue
 from hpo.progress.stopping import higher_is_better
 from hpo.progress.trial import epoch_cost, epoch_times, first_epoch_extra, quantiles, simulate_trial, steady_cost
@@ -212,10 +216,11 @@ def _simulate_running(
     return out
 
 
-def _draw(pool: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
-    """``count`` draws per row of ``pool`` (shape ``(samples, m)``), each from its own row."""
-    picks = rng.integers(0, pool.shape[1], size=(pool.shape[0], count))
-    return np.take_along_axis(pool, picks, axis=1)
+def _draw(pool: np.ndarray | None, count: int, plan: SweepPlan, samples: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` lengths per sample from the started trials' (:func:`draw_lengths`); ``max_epochs`` without."""
+    if pool is None:
+        return np.full((samples, count), plan.max_epochs)
+    return draw_lengths(pool, count, plan.max_epochs, rng)
 
 
 def _futures(
@@ -226,7 +231,7 @@ def _futures(
     ended = [len(y) for y, t in zip(ys, trials, strict=True) if t.status in ("finished", "stopped") and len(y)]
     columns = [np.full(samples, n) for n in ended] + [stops for stops, _ in simulated.values()]
     learnt = bool(columns)
-    pool = np.column_stack(columns) if learnt else np.full((samples, 1), plan.max_epochs)
+    pool = np.column_stack(columns) if learnt else None
     steady = [steady_cost(t.epoch_seconds) for t in trials]
     known = np.array([c for c in steady if c is not None])
     if not len(known):  # only first epochs measured so far: they are the best there is
@@ -236,12 +241,12 @@ def _futures(
     pending = max(0, plan.planned_trials - len(trials))
     lengths, goal, costs = [], [], []
     for i in running:
-        stops, by_goal = simulated.get(i) or (np.maximum(_draw(pool, 1, rng)[:, 0], len(ys[i])), None)
+        stops, by_goal = simulated.get(i) or (np.maximum(_draw(pool, 1, plan, samples, rng)[:, 0], len(ys[i])), None)
         lengths.append(stops)
         goal.append(np.zeros(samples, dtype=bool) if by_goal is None else by_goal)
         cost = steady[i]
         costs.append(np.full(samples, cost) if cost is not None else _pick(known, samples, rng))
-    pending_costs = [_pick(known, samples, rng) for _ in range(pending)]
+    pending_costs = list(draw_costs(known, pending, samples, rng).T)
     pending_overheads = [_pick(overheads, samples, rng) if len(overheads) else np.zeros(samples)
                          for _ in range(pending)]
     futures = Futures(
@@ -250,7 +255,7 @@ def _futures(
         by_goal=_stack(goal, samples).astype(bool),
         costs=None if not len(known) else _stack(costs, samples),
         rates=np.array([plan.rate(trials[i]) for i in running]),
-        pending_lengths=_draw(pool, pending, rng).astype(float),
+        pending_lengths=_draw(pool, pending, plan, samples, rng).astype(float),
         pending_costs=None if not len(known) else _stack(pending_costs, samples),
         pending_rate=plan.rate(),
         pending_overheads=_stack(pending_overheads, samples),

@@ -1,12 +1,12 @@
 """How many epochs a trial will train, and how long that takes: a Monte-Carlo estimate from its curve so far.
 
 The validation curve is fitted as a trend plus noise (:mod:`hpo.progress.curves`); ``samples`` noisy
-continuations of it are run through the trial's own stopping rules (:mod:`hpo.progress.stopping`), starting
-from the EarlyStopping state the observed epochs left (best so far, wait counter). The stopping epochs'
-median and 10th/90th percentiles are the estimate; remaining seconds are the epochs still to train times
-the trial's epoch cost (the median of its last five epoch times after the first: the first epoch compiles
-the model and warms caches; it counts only while it is the one epoch measured). The ``method`` says where
-an estimate comes from:
+continuations of it (:mod:`hpo.progress.draws`) are run through the trial's own stopping rules
+(:mod:`hpo.progress.stopping`), starting from the EarlyStopping state the observed epochs left (best so
+far, wait counter). The stopping epochs' median and 10th/90th percentiles are the estimate; remaining
+seconds are the epochs still to train times the trial's epoch cost (the median of its last five epoch
+times after the first: the first epoch compiles the model and warms caches; it counts only while it is the
+one epoch measured). The ``method`` says where an estimate comes from:
 
 - a family name (``flat``, ``log``, ``pow``, ``exp``): the trend family with the highest Akaike weight;
 - ``stopped``: the observed epochs already ended the trial (patience run out, goal reached or max_epochs):
@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hpo.progress.curves import Draws, draw, fit_trend
+from hpo.progress.curves import fit_trend
+from hpo.progress.draws import Draws, draw
 from hpo.progress.stopping import Rules, State, advance, earliest_stop, higher_is_better
 
 #: Percentiles of the 80 % interval and the median.

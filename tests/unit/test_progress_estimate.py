@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from hpo.objective import reaches_goal
-from hpo.progress import SweepPlan, TrialHistory, estimate_sweep, estimate_trial
+from hpo.progress import SweepPlan, TrialHistory, curves, draws, estimate_sweep, estimate_trial, pools
 from tests.conftest import ROOT
 
 EPOCHS = np.arange(1, 201)
@@ -210,7 +210,8 @@ def test_a_sweep_whose_trials_all_ended_has_nothing_left():
     assert e.cost_spent == 15.0  # 15 epochs of 1 s at 1 per CPU-second
 
 
-def test_pending_trials_queue_for_the_concurrent_slots():
+def test_pending_trials_queue_for_the_concurrent_slots(monkeypatch):
+    monkeypatch.setattr(pools, "PRIOR_WEIGHT", 0.0)  # lengths from the started trials only
     plan = SweepPlan(planned_trials=10, max_concurrent=2, max_epochs=30, scheduler="fifo")
     e = estimate_sweep([finished(4), finished(6)], plan)  # trials of 5 epochs on average, 1 s each
     assert e.method == "monte-carlo"
@@ -240,7 +241,8 @@ def test_the_cost_is_remaining_time_times_resources_times_price():
     assert (free.cost_median, free.cost_spent) == (None, None)
 
 
-def test_without_timings_epochs_are_projected_but_not_seconds():
+def test_without_timings_epochs_are_projected_but_not_seconds(monkeypatch):
+    monkeypatch.setattr(pools, "PRIOR_WEIGHT", 0.0)
     untimed = TrialHistory(list(plateau()[:4]), None, "finished")
     e = estimate_sweep([untimed], SweepPlan(planned_trials=3, max_concurrent=1, max_epochs=30))
     assert e.remaining_s_median is None and e.cost_median is None
@@ -284,3 +286,84 @@ def test_a_running_trial_reaching_the_goal_ends_the_sweep():
     assert e.remaining_s_median == truth - 6
     reached = estimate_sweep([running, low], SweepPlan(planned_trials=20, max_concurrent=2, max_epochs=100, goal=0.8))
     assert (reached.method, reached.remaining_s_median) == ("done", 0.0)
+
+
+def test_pending_trials_draw_from_the_started_ones_and_a_prior(monkeypatch):
+    untimed = TrialHistory(list(plateau()[:4]), None, "finished")
+    plan = SweepPlan(planned_trials=3, max_concurrent=1, max_epochs=30)
+    e = estimate_sweep([untimed], plan)  # one trial of 4 epochs does not rule out longer ones
+    assert 4 + 2 * 4 < e.epochs_median < 4 + 2 * 30
+    assert e.epochs_high >= 4 + 30
+    monkeypatch.setattr(pools, "PRIOR_WEIGHT", 0.0)
+    e = estimate_sweep([untimed], plan)
+    assert (e.epochs_low, e.epochs_median, e.epochs_high) == (12, 12, 12)
+
+
+def test_many_pending_trials_keep_the_uncertainty_of_the_few_started(monkeypatch):
+    monkeypatch.setattr(pools, "PRIOR_WEIGHT", 0.0)
+    plan = SweepPlan(planned_trials=43, max_concurrent=1, max_epochs=30, scheduler="fifo")
+    e = estimate_sweep([finished(4), finished(6), finished(20)], plan)
+    # 40 independent draws from {4, 6, 20} would give an 80 % interval of about ±15 % (338-458 s)
+    assert (e.remaining_s_high - e.remaining_s_low) / e.remaining_s_median > 0.5
+    assert e.remaining_s_low < 40 * 10 < e.remaining_s_high
+
+
+# --- the trend and its continuations ---
+
+
+def test_an_accuracy_lies_on_a_grid_and_a_loss_does_not():
+    accuracy = np.float32(np.array([9, 20, 27, 31, 31, 33, 32]) / 38).astype(float)
+    origin, step = curves.lattice(accuracy)
+    assert origin == pytest.approx(9 / 38) and step == pytest.approx(1 / 38, rel=1e-4)
+    assert curves.lattice(0.3 + 0.5 * np.exp(-0.3 * np.arange(1.0, 8))) is None
+    assert curves.lattice(np.array([0.5, 0.75, 0.5])) is None  # two values always lie on a grid
+
+
+def test_a_curve_on_a_grid_is_continued_on_it():
+    accuracy = np.float32(np.array([9, 20, 27, 31, 31, 33, 32]) / 38).astype(float)
+    trend = curves.fit_trend(np.arange(1.0, 8), accuracy)
+    rng = np.random.default_rng(0)
+    values = draws.draw(trend, 200, rng).values(np.arange(8.0, 20), rng)
+    steps = (values - 9 / 38) * 38
+    assert np.allclose(steps, np.round(steps), atol=1e-4)
+    assert len(np.unique(np.round(steps))) > 2
+
+
+def test_a_plateau_on_a_grid_ties_its_best_as_often_as_observed_and_stops_sooner(monkeypatch):
+    # ties with the best are no improvement; continued on the grid, the simulated epochs tie it as the
+    # observed ones did, where continuous values would beat it half the time
+    accuracy = np.array([10, 20, 25, 27, 28, 28, 27, 28, 28, 27, 28, 28]) / 30
+    on_grid = estimate(accuracy, patience=10, max_epochs=60)
+    monkeypatch.setattr(curves, "lattice", lambda y: None)
+    off_grid = estimate(accuracy, patience=10, max_epochs=60)
+    assert on_grid.epochs_median + 5 <= off_grid.epochs_median
+
+
+def test_the_fits_follow_the_recent_epochs_more_closely(monkeypatch):
+    x = np.arange(1.0, 16)
+    y = np.where(x <= 5, 0.1 * x, 0.5 + 0.01 * (x - 5))  # a fast start, then a slow climb
+    recent = abs(curves.fit_trend(x, y).fits[0].residuals[-5:]).mean()
+    monkeypatch.setattr(curves, "RECENCY", 0.0)
+    assert recent < abs(curves.fit_trend(x, y).fits[0].residuals[-5:]).mean()
+
+
+def flat_trend(noise=1.0, last=0.0):
+    fit = curves.Fit("flat", np.array([0.0]), None, np.zeros(3), 0.0)
+    return curves.Trend((fit,), np.array([1.0]), noise, 0.0, 1.0, -100.0, 100.0, last)
+
+
+def test_the_simulated_noise_carries_over_from_one_epoch_to_the_next():
+    rng = np.random.default_rng(0)
+    drawn = draws.draw(flat_trend(), 20000, rng)
+    first, second = drawn.values(np.arange(1.0, 11), rng), drawn.values(np.arange(11.0, 21), rng)
+    assert draws.NOISE_MEMORY > 0.2  # a curve below its trend stays below it for a while
+    assert np.corrcoef(first[:, -1], second[:, 0])[0, 1] == pytest.approx(draws.NOISE_MEMORY, abs=0.03)
+    assert np.corrcoef(first[:, 0], first[:, 5])[0, 1] == pytest.approx(draws.NOISE_MEMORY**5, abs=0.03)
+    assert second.std() == pytest.approx(1.0, rel=0.05)
+
+
+def test_the_simulated_noise_starts_from_the_last_residual():
+    rng = np.random.default_rng(0)
+    below = draws.draw(flat_trend(last=-2.0), 20000, rng).values(np.array([1.0, 2.0]), rng)
+    assert below[:, 0].mean() == pytest.approx(-2.0 * draws.NOISE_MEMORY, abs=0.03)
+    assert below[:, 1].mean() == pytest.approx(-2.0 * draws.NOISE_MEMORY**2, abs=0.03)

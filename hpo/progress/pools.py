@@ -1,0 +1,61 @@
+"""What a sweep's trials not started yet are drawn from: the started ones, and how little they tell.
+
+A sweep has learnt the lengths and epoch costs of a handful of trials when it is forecast, and the trials
+not started yet are drawn from those. Drawing each of them independently from the same few values averages
+the draws out: the more trials are pending, the narrower the forecast, as if the handful were the whole
+population. Instead each Monte-Carlo sample first draws *which population* the started trials came from,
+then the pending trials from it, so that the uncertainty about the population stays in the forecast:
+
+- lengths: a Dirichlet-process posterior (the Bayesian bootstrap with a prior): each sample weighs the
+  started trials' lengths by Dirichlet(1, …, 1) weights and a prior, uniform over ``1 … max_epochs``, by
+  :data:`PRIOR_WEIGHT` (the concentration); a few short trials that ended first do not rule out long ones;
+- epoch costs: the Bayesian bootstrap (Dirichlet(1, …, 1) weights over the measured costs, no prior: a
+  cost is not bounded as a length is).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Concentration of the Dirichlet process: the prior counts as this many started trials.
+PRIOR_WEIGHT = 1.0
+
+
+def _picks(weights: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` indices per row, drawn with that row's weights (rows of ``weights`` sum to 1)."""
+    cumulative = np.cumsum(weights, axis=1)
+    u = rng.random((weights.shape[0], count)) * cumulative[:, -1:]
+    return np.minimum((cumulative[:, None, :] <= u[:, :, None]).sum(axis=2), weights.shape[1] - 1)
+
+
+def draw_lengths(pool: np.ndarray, count: int, max_epochs: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` trial lengths per sample, from the Dirichlet-process posterior of the module docstring.
+
+    Args:
+        pool: The started trials' lengths, one row per sample (shape ``(samples, m)``: a running trial's
+            length is its simulated one in that sample).
+        count: Lengths to draw per sample.
+        max_epochs: The most epochs a trial trains (the prior's upper end).
+        rng: Random source.
+
+    Returns:
+        Array ``(samples, count)``.
+    """
+    samples, known = pool.shape
+    concentration = np.append(np.ones(known), PRIOR_WEIGHT) if PRIOR_WEIGHT > 0 else np.ones(known)
+    picks = _picks(rng.dirichlet(concentration, size=samples), count, rng)
+    lengths = np.take_along_axis(pool, np.minimum(picks, known - 1), axis=1)
+    fresh = rng.integers(1, max(1, max_epochs) + 1, size=lengths.shape)
+    return np.where(picks >= known, fresh, lengths)
+
+
+def draw_costs(known: np.ndarray, count: int, samples: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` epoch costs per sample by the Bayesian bootstrap of the measured ``known`` costs.
+
+    Returns:
+        Array ``(samples, count)``; NaN where no cost is known.
+    """
+    if not len(known):
+        return np.full((samples, count), np.nan)
+    picks = _picks(rng.dirichlet(np.ones(len(known)), size=samples), count, rng)
+    return known[picks]
