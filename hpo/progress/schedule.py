@@ -29,6 +29,8 @@ class Futures:
         pending_rate: What one second of a pending trial costs.
         pending_overheads: Seconds each pending trial spends before its steady epochs (start-up and the
             first epoch's extra), ``(S, P)``; None: nothing.
+        overheads: Seconds each running trial still spends beyond its steady epochs (the first epoch's
+            extra, for one that has trained none yet), ``(S, R)``; None: nothing.
     """
 
     done: np.ndarray
@@ -40,6 +42,7 @@ class Futures:
     pending_costs: np.ndarray | None
     pending_rate: float
     pending_overheads: np.ndarray | None = None
+    overheads: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,8 @@ def run_queue(futures: Futures, max_concurrent: int, budget_s: float | None) -> 
     if futures.costs is None or futures.pending_costs is None:
         started = np.full(left.shape[0], float(pending.shape[1]))
         return Queue(None, None, left.sum(axis=1) + pending.sum(axis=1), started)
-    busy = left * futures.costs
+    extra = np.zeros_like(left, dtype=float) if futures.overheads is None else futures.overheads
+    busy = extra + left * futures.costs
     overheads = np.zeros_like(pending) if futures.pending_overheads is None else futures.pending_overheads
     durations = overheads + pending * futures.pending_costs
     starts, end = _starts(busy, durations, max_concurrent)
@@ -98,7 +102,7 @@ def run_queue(futures: Futures, max_concurrent: int, budget_s: float | None) -> 
     if budget_s is not None:
         end = np.minimum(end, budget_s)
     until = end[:, None]
-    epochs = np.minimum(left, np.floor(until / futures.costs + 1e-9)).sum(axis=1)
+    epochs = np.minimum(left, np.clip(np.floor((until - extra) / futures.costs + 1e-9), 0, None)).sum(axis=1)
     epochs += np.clip(np.floor((until - starts - overheads) / futures.pending_costs + 1e-9), 0, pending).sum(axis=1)
     cost = (np.minimum(busy, until) * futures.rates[None, :]).sum(axis=1)
     cost += np.clip(until - starts, 0, durations).sum(axis=1) * futures.pending_rate

@@ -11,10 +11,10 @@ Each Monte-Carlo sample is one possible future of the sweep:
    sample draws its own weights, so that how little a few trials tell stays in the interval); with no
    started trial to draw from, the prior is ``max_epochs``;
 3. an epoch costs what the trial measured (median of its recent epoch times after the first); a trial with
-   fewer than two timed epochs gets the steady cost of a started trial drawn at random; a trial not started
-   yet gets one by the Bayesian bootstrap of the measured ones (:mod:`hpo.progress.pools`) and also pays a
-   start-up drawn from the started ones (seconds from its start to its first epoch, and what its first
-   epoch took beyond a steady one: compiling, warming caches);
+   fewer than two timed epochs gets the steady cost of a started trial drawn at random, and one with none
+   timed yet also a started trial's first-epoch extra (compiling, warming caches); a trial not started yet
+   gets a cost by the Bayesian bootstrap of the measured ones (:mod:`hpo.progress.pools`) and pays a
+   start-up drawn from the started ones (seconds from its start to its first epoch, plus that extra);
 4. the trials not started yet queue for ``max_concurrent`` slots (first come, first served), so the sweep
    ends when its last slot is free, or when a running trial reaches the objective goal, or at the time
    budget, whichever comes first.
@@ -249,6 +249,9 @@ def _futures(
     pending_costs = list(draw_costs(known, pending, samples, rng).T)
     pending_overheads = [_pick(overheads, samples, rng) if len(overheads) else np.zeros(samples)
                          for _ in range(pending)]
+    extras = np.array([e for e in (first_epoch_extra(t.epoch_seconds) for t in trials) if e is not None])
+    unstarted = [not len(epoch_times(trials[i].epoch_seconds)) and len(extras) for i in running]
+    first_extras = [_pick(extras, samples, rng) if u else np.zeros(samples) for u in unstarted]
     futures = Futures(
         done=np.array([len(ys[i]) for i in running], dtype=float),
         lengths=_stack(lengths, samples),
@@ -259,6 +262,7 @@ def _futures(
         pending_costs=None if not len(known) else _stack(pending_costs, samples),
         pending_rate=plan.rate(),
         pending_overheads=_stack(pending_overheads, samples),
+        overheads=_stack(first_extras, samples),
     )
     return futures, learnt
 

@@ -367,3 +367,13 @@ def test_the_simulated_noise_starts_from_the_last_residual():
     below = draws.draw(flat_trend(last=-2.0), 20000, rng).values(np.array([1.0, 2.0]), rng)
     assert below[:, 0].mean() == pytest.approx(-2.0 * draws.NOISE_MEMORY, abs=0.03)
     assert below[:, 1].mean() == pytest.approx(-2.0 * draws.NOISE_MEMORY**2, abs=0.03)
+
+
+def test_a_running_trial_with_no_epoch_yet_pays_the_first_epochs_extra(monkeypatch):
+    monkeypatch.setattr(pools, "PRIOR_WEIGHT", 0.0)
+    ended = [TrialHistory(list(plateau()[:4]), [5.0, 1.0, 1.0, 1.0], "finished") for _ in range(2)]
+    just_started = TrialHistory([], None, "running")
+    plan = SweepPlan(planned_trials=3, max_concurrent=1, max_epochs=30, scheduler="fifo")
+    e = estimate_sweep([*ended, just_started], plan)
+    assert e.remaining_s_median == 4 * 1.0 + (5.0 - 1.0)  # four steady epochs and the first one's extra
+    assert e.epochs_median == 8 + 4
