@@ -218,9 +218,8 @@ def _simulate_running(
 
 def _draw(pool: np.ndarray | None, count: int, plan: SweepPlan, samples: int, rng: np.random.Generator) -> np.ndarray:
     """``count`` lengths per sample from the started trials' (:func:`draw_lengths`); ``max_epochs`` without."""
-    if pool is None:
-        return np.full((samples, count), plan.max_epochs)
-    return draw_lengths(pool, count, plan.max_epochs, rng)
+    high = plan.max_epochs
+    return np.full((samples, count), high) if pool is None else draw_lengths(pool, count, high, rng)
 
 
 def _futures(
