@@ -14,7 +14,7 @@ Each Monte-Carlo sample is one possible future of the sweep:
    fewer than two timed epochs gets the steady cost of a started trial drawn at random, and one with none
    timed yet also a started trial's first-epoch extra (compiling, warming caches); a trial not started yet
    gets a cost by the Bayesian bootstrap of the measured ones (:mod:`hpo.progress.pools`) and pays a
-   start-up drawn from the started ones (seconds from its start to its first epoch, plus that extra);
+   start-up drawn so from the started ones' (seconds from its start to its first epoch, plus that extra);
 4. the trials not started yet queue for ``max_concurrent`` slots (first come, first served), so the sweep
    ends when its last slot is free, or when a running trial reaches the objective goal, or at the time
    budget, whichever comes first.
@@ -246,8 +246,7 @@ def _futures(
         cost = steady[i]
         costs.append(np.full(samples, cost) if cost is not None else _pick(known, samples, rng))
     pending_costs = list(draw_costs(known, pending, samples, rng).T)
-    pending_overheads = [_pick(overheads, samples, rng) if len(overheads) else np.zeros(samples)
-                         for _ in range(pending)]
+    pending_overheads = draw_costs(overheads, pending, samples, rng) if len(overheads) else np.zeros((samples, pending))
     extras = np.array([e for e in (first_epoch_extra(t.epoch_seconds) for t in trials) if e is not None])
     unstarted = [not len(epoch_times(trials[i].epoch_seconds)) and len(extras) for i in running]
     first_extras = [_pick(extras, samples, rng) if u else np.zeros(samples) for u in unstarted]
@@ -260,7 +259,7 @@ def _futures(
         pending_lengths=_draw(pool, pending, plan, samples, rng).astype(float),
         pending_costs=None if not len(known) else _stack(pending_costs, samples),
         pending_rate=plan.rate(),
-        pending_overheads=_stack(pending_overheads, samples),
+        pending_overheads=pending_overheads,
         overheads=_stack(first_extras, samples),
     )
     return futures, learnt

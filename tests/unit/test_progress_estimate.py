@@ -377,3 +377,13 @@ def test_a_running_trial_with_no_epoch_yet_pays_the_first_epochs_extra(monkeypat
     e = estimate_sweep([*ended, just_started], plan)
     assert e.remaining_s_median == 4 * 1.0 + (5.0 - 1.0)  # four steady epochs and the first one's extra
     assert e.epochs_median == 8 + 4
+
+
+def test_many_pending_trials_keep_the_uncertainty_of_the_few_start_ups_measured(monkeypatch):
+    monkeypatch.setattr(pools, "PRIOR_WEIGHT", 0.0)
+    ended = [TrialHistory(list(plateau()[:4]), [1.0] * 4, "finished", startup_s=s) for s in (0.0, 0.0, 30.0)]
+    plan = SweepPlan(planned_trials=43, max_concurrent=1, max_epochs=30, scheduler="fifo")
+    e = estimate_sweep(ended, plan)
+    # 40 independent start-ups from {0, 0, 30} would give an 80 % interval of about ±22 % (430-670 s)
+    assert (e.remaining_s_high - e.remaining_s_low) / e.remaining_s_median > 0.8
+    assert e.remaining_s_low < 40 * (4 + 10) < e.remaining_s_high
