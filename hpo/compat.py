@@ -83,6 +83,30 @@ def result_loggers() -> list[Any]:
     return [_keep_driver_copy(CSVLoggerCallback)(), _keep_driver_copy(JsonLoggerCallback)()]
 
 
+@contextlib.contextmanager
+def tune_without_tensorboard() -> Iterator[None]:
+    """Tune without its default TensorBoard logger (for a block): hpo's CSV and JSON loggers stay.
+
+    Every metric of every epoch is in MLflow, so the per-trial ``events.out.tfevents`` files were a second
+    copy nobody read, written to the storage (S3 too) at every result. Creating the logger also imports
+    ``tensorboardX``, which imports ``torch`` when it is installed (the ``optuna-gp`` extra): ~5 CPU-seconds
+    of the sweep driver's start. Ray 2.60 adds the missing default loggers in ``Tuner.fit`` unless
+    ``TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1``; the variable is set for the block only and put back after.
+    """
+    import os
+
+    name = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
+    kept = os.environ.get(name)
+    os.environ[name] = "1"
+    try:
+        yield
+    finally:
+        if kept is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = kept
+
+
 # -- Optuna through Ray's OptunaSearch (ray 2.60.0, optuna 5.0.0) -------------------------------------
 
 
@@ -198,6 +222,26 @@ def use_tracking_uri(uri: str) -> Iterator[None]:
 
     with _use_tracking_uri(uri):
         yield
+
+
+@contextlib.contextmanager
+def mlflow_skips_requirement_check() -> Iterator[None]:
+    """``mlflow.<flavor>.log_model`` without its check of the model's requirements against this environment.
+
+    hpo pins the requirements to the versions this very process runs, so the check can never warn; it
+    maps every installed package to its modules first (``importlib_metadata.packages_distributions``),
+    ~5 CPU-seconds at the end of every sweep. MLflow 3.17 calls
+    ``mlflow.utils.environment.warn_dependency_requirement_mismatches`` unconditionally in
+    ``_process_pip_requirements``.
+    """
+    from mlflow.utils import environment
+
+    kept = environment.warn_dependency_requirement_mismatches
+    environment.warn_dependency_requirement_mismatches = lambda requirements: None
+    try:
+        yield
+    finally:
+        environment.warn_dependency_requirement_mismatches = kept
 
 
 # -- Horovod (0.28.1) ---------------------------------------------------------------------------------

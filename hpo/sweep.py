@@ -86,7 +86,8 @@ def _run(
     monitor.log = tracker.log_progress
     tuner = build_tuner(config, options, spec, [tracker.callback, monitor], warm_points, started, resume)
     try:
-        with compat.tune_propagates_no_credentials():  # trial runtime_envs are logged in plain text
+        # Trial runtime_envs are logged in plain text; metrics go to MLflow, not to TensorBoard files.
+        with compat.tune_propagates_no_credentials(), compat.tune_without_tensorboard():
             results = tuner.fit()
     except KeyboardInterrupt:  # a second Ctrl-C: stop at once (finished trials are in Tune's state and MLflow)
         monitor.close("interrupted")

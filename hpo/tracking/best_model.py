@@ -100,12 +100,12 @@ def log_best_model(uri: str, run_id: str, model_path: Path, sample: Any, registe
     import tf_keras
     from mlflow.models import infer_signature
 
-    from hpo.compat import use_tracking_uri
+    from hpo.compat import mlflow_skips_requirement_check, use_tracking_uri
 
     model = tf_keras.models.load_model(model_path, compile=False)
     sample = as_model_input(sample, model.input_shape)
     signature = infer_signature(sample, model.predict(sample, verbose=0))
-    with use_tracking_uri(uri):
+    with use_tracking_uri(uri), mlflow_skips_requirement_check():  # the requirements are this environment's
         info = mlflow.tensorflow.log_model(
             model,
             name=MODEL_NAME,

@@ -206,3 +206,36 @@ def test_tuner_callbacks_and_trial_statuses(tmp_path):
 
     assert "_experiment_analysis" in inspect.getsource(ResultGrid.__init__), _broken(
         "tune_trial_statuses", "ray", "ResultGrid._experiment_analysis")
+
+
+def test_tune_without_tensorboard_adds_no_tensorboard_logger_inside_the_block_only(monkeypatch):
+    from ray.tune.logger import TBXLoggerCallback
+    from ray.tune.utils.callback import _create_default_callbacks
+
+    monkeypatch.delenv("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", raising=False)
+    assert "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS" in inspect.getsource(_create_default_callbacks), _broken(
+        "tune_without_tensorboard", "ray", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS in _create_default_callbacks")
+    with compat.tune_without_tensorboard():
+        callbacks = _create_default_callbacks(compat.result_loggers())
+    assert not any(isinstance(c, TBXLoggerCallback) for c in callbacks)
+    assert len([c for c in callbacks if type(c).__name__.startswith("HpoKeep")]) == 2  # hpo's CSV and JSON
+    assert "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS" not in __import__("os").environ  # put back as it was
+    monkeypatch.setenv("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "0")
+    with compat.tune_without_tensorboard():
+        pass
+    assert __import__("os").environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] == "0"
+
+
+def test_mlflow_skips_requirement_check_inside_the_block_only(monkeypatch):
+    from mlflow.utils import environment
+
+    assert "warn_dependency_requirement_mismatches(" in inspect.getsource(environment._process_pip_requirements), (
+        _broken("mlflow_skips_requirement_check", "mlflow",
+                "the requirement check in mlflow.utils.environment._process_pip_requirements"))
+    checked: list[list[str]] = []
+    monkeypatch.setattr(environment, "warn_dependency_requirement_mismatches", checked.append)
+    with compat.mlflow_skips_requirement_check():
+        environment._process_pip_requirements([], pip_requirements=["numpy==0.0.1"])
+    assert checked == []
+    environment._process_pip_requirements([], pip_requirements=["numpy==0.0.1"])
+    assert len(checked) == 1 and "numpy==0.0.1" in checked[0]
