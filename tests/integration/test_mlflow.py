@@ -91,7 +91,11 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server_sweep(server, tmp_path_factory) -> dict:
-    """The small sweep (6 trials, ASHA) run once through the CLI inside a git work tree, logging to the server."""
+    """The small sweep (6 trials, ASHA) run once through the CLI inside a git work tree, logging to the server.
+
+    A second, smaller sweep (``conc``, its own process and local Ray) logs to the same server while it runs:
+    two sweeps at once must stay separate (see ``test_two_sweeps_logging_to_one_server_at_once_stay_separate``).
+    """
     work = tmp_path_factory.mktemp("work")
     sweep = yaml.safe_load(SMALL.read_text())
     sweep["name"] = "srv"
@@ -100,19 +104,55 @@ def server_sweep(server, tmp_path_factory) -> dict:
     git("init", "-q", cwd=work)
     git("add", "srv.yaml", cwd=work)
     git("commit", "-qm", "sweep", cwd=work)
-    proc = subprocess.run(
-        [HPO, "tune", str(sweep_file), "--storage", str(work / "runs"), "--mlflow-uri", server.url],
-        cwd=work, capture_output=True, text=True, timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    args = [HPO, "tune", str(sweep_file), "--storage", str(work / "runs"), "--mlflow-uri", server.url]
+    with (work / "srv.out").open("w") as out, (work / "srv.err").open("w") as err:
+        proc = subprocess.Popen(args, cwd=work, stdout=out, stderr=err, text=True, start_new_session=True)
+    conc = None
+    try:
+        conc = _start_second_sweep(server, work.parent / "conc", proc)
+        returncode = proc.wait(timeout=600)
+        conc_out = conc.communicate(timeout=600)[0] if conc is not None else ""
+    finally:
+        for started in (proc, conc):
+            if started is not None and started.poll() is None:
+                os.killpg(started.pid, signal.SIGKILL)
+                started.wait()
+    completed = subprocess.CompletedProcess(args, returncode, (work / "srv.out").read_text(),
+                                            (work / "srv.err").read_text())
+    assert returncode == 0, completed.stdout[-2000:] + completed.stderr[-3000:]
     summary = json.loads((work / "runs" / "srv" / "summary.json").read_text())
     return {
         "work": work,
-        "proc": proc,
+        "proc": completed,
         "summary": summary,
         "sweep_file": sweep_file,
         "commit": git("rev-parse", "HEAD", cwd=work),
+        "conc": (work.parent / "conc", conc.returncode if conc is not None else None, conc_out),
     }
+
+
+def _start_second_sweep(server: MlflowServer, work: Path, first: subprocess.Popen) -> subprocess.Popen | None:
+    """Starts the ``conc`` sweep once ``srv`` has an epoch on the server (two Ray starts at once time out on a
+    loaded 2-core machine); None if ``srv`` ended first."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=server.url)
+    deadline = time.monotonic() + 300
+    while True:
+        if first.poll() is not None:
+            return None
+        assert time.monotonic() < deadline, "srv put no epoch on the server"
+        exp = client.get_experiment_by_name("srv")
+        if exp and client.search_runs([exp.experiment_id], "metrics.val_accuracy > -1"):
+            break
+        time.sleep(0.5)
+    work.mkdir()
+    sweep = fifo_sweep("conc", num_samples=2, max_epochs=2)
+    sweep["search"]["max_concurrent"] = 1  # two sweeps share two cores
+    (work / "s.yaml").write_text(yaml.safe_dump(sweep, sort_keys=False))
+    args = ["tune", str(work / "s.yaml"), "--storage", str(work / "runs"), "--mlflow-uri", server.url]
+    return subprocess.Popen(["nice", "-n", "10", *HPO_MODULE, *args], cwd=work, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=hpo_env(), start_new_session=True)
 
 
 @pytest.fixture(scope="module")
@@ -379,6 +419,8 @@ def test_hpo_ui_serves_the_store_and_stops_on_ctrl_c(tmp_path, sig):
 def fifo_sweep(name: str, num_samples: int, max_epochs: int) -> dict:
     sweep = tiny_sweep(name, num_samples=num_samples, max_epochs=max_epochs)
     sweep["scheduler"] = {"type": "fifo"}  # every trial runs every epoch: a known count of metric points
+    # About MLflow, not data parallelism (the main sweep has two ranks): one Horovod rank starts faster.
+    sweep["trial"].update(workers=1, cpus_per_worker=1)
     sweep["space"]["learning_rate"] = {"type": "float", "low": 0.001, "high": 0.02, "log": True}
     return sweep
 
@@ -440,7 +482,7 @@ def test_server_killed_mid_sweep_training_goes_on_and_sync_sends_every_metric_on
         by_run = {t["mlflow_run_id"]: t for t in summary["trials"]}
         for child in children:
             assert child.info.status == "FINISHED" and child.data.tags["hpo.status"] == "completed"
-            assert child.data.params["global_batch_size"] == "64"
+            assert child.data.params["global_batch_size"] == "32"  # one rank of 32
             for key in ("val_accuracy", "val_loss", "accuracy", "loss"):
                 steps = sorted(m.step for m in client.get_metric_history(child.info.run_id, key))
                 assert steps == [1, 2, 3], (key, steps)  # every epoch exactly once
@@ -520,58 +562,30 @@ def test_browser_shows_the_parent_run_with_its_nested_trial_runs(server_sweep, s
     assert taken.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
 
 
-def test_two_sweeps_logging_to_one_server_at_once_stay_separate(server, client, tmp_path):
-    procs = {}
-    for name in ("conc-a", "conc-b"):
-        if procs:  # start the second once the first has its Ray up and its parent run (two Ray starts at
-            deadline = time.monotonic() + 300  # once time out on a loaded 2-core machine)
-            while not client.search_runs(
-                [e.experiment_id for e in client.search_experiments() if e.name == "conc-a"] or ["0"],
-                "metrics.val_accuracy > -1",
-            ):
-                assert procs["conc-a"].poll() is None and time.monotonic() < deadline
-                time.sleep(0.5)
-        work = tmp_path / name
-        work.mkdir()
-        sweep = fifo_sweep(name, num_samples=2, max_epochs=2)
-        sweep["search"]["max_concurrent"] = 1  # two sweeps share two cores
-        (work / "s.yaml").write_text(yaml.safe_dump(sweep, sort_keys=False))
-        args = ["tune", str(work / "s.yaml"), "--storage", str(work / "runs"), "--mlflow-uri", server.url]
-        procs[name] = subprocess.Popen(
-            ["nice", "-n", "10", *HPO_MODULE, *args],
-            cwd=work,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=hpo_env(),
-            start_new_session=True,
-        )
-    try:
-        outputs = {name: proc.communicate(timeout=600)[0] for name, proc in procs.items()}
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-    experiments = set()
-    for name, proc in procs.items():
-        assert proc.returncode == 0, outputs[name][-3000:]
-        summary = json.loads((tmp_path / name / "runs" / name / "summary.json").read_text())
-        experiments.add(summary["mlflow"]["experiment_id"])
+def test_two_sweeps_logging_to_one_server_at_once_stay_separate(server_sweep, client):
+    work, returncode, output = server_sweep["conc"]
+    assert returncode is not None, "srv ended before the second sweep could start"
+    assert returncode == 0, output[-3000:]
+    conc = json.loads((work / "runs" / "conc" / "summary.json").read_text())
+    srv = server_sweep["summary"]
+    assert conc["mlflow"]["experiment_id"] != srv["mlflow"]["experiment_id"]
+    srv_parent = client.get_run(srv["mlflow"]["parent_run_id"])
+    for name, summary, trials in (("conc", conc, 2), ("srv", srv, 6)):
         assert client.get_experiment(summary["mlflow"]["experiment_id"]).name == name
         parent = client.get_run(summary["mlflow"]["parent_run_id"])
         assert parent.info.run_name == name and parent.info.status == "FINISHED"
         runs = client.search_runs([summary["mlflow"]["experiment_id"]])
         children = children_of(client, summary)
-        assert len(runs) == 3 and len(children) == 2  # its parent and its own trials, nothing else
+        assert len(runs) == trials + 1 and len(children) == trials  # its parent and its own trials, nothing else
         assert {c.data.tags["hpo.sweep"] for c in children} == {name}
         assert {c.info.run_id for c in children} == {t["mlflow_run_id"] for t in summary["trials"]}
-        for child in children:
-            steps = [m.step for m in client.get_metric_history(child.info.run_id, "val_accuracy")]
-            assert steps == [1, 2]
         assert summary["mlflow"]["model"]["registered_name"] == name
         assert client.get_model_version(name, summary["mlflow"]["model"]["version"]).run_id == parent.info.run_id
-    assert len(experiments) == 2
+        # They ran at the same time: each started before the other ended.
+        assert parent.info.start_time < srv_parent.info.end_time
+    for child in children_of(client, conc):
+        steps = [m.step for m in client.get_metric_history(child.info.run_id, "val_accuracy")]
+        assert steps == [1, 2]
 
 
 def test_server_back_mid_sweep_gets_the_spool_without_hpo_sync(tmp_path):

@@ -185,8 +185,21 @@ def _final_models(cluster: TwoNodes, name: str) -> list[str]:
     return [k for k in cluster.moto.keys(cluster.bucket, f"runs/{name}/") if k.endswith("/model.keras")]
 
 
-def test_sweep_killed_and_resumed_on_two_nodes_with_s3_storage(cluster):
-    name = sweep_file(cluster, "two-nodes")
+def _upload_users_dataset(cluster: TwoNodes, tmp_path: Path) -> str:
+    """A user's Parquet dataset (digits) written locally and uploaded to the bucket; returns its s3:// URL."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    local = tmp_path / "digits"
+    write_dataset(((digits.data / 16).astype(np.float32), digits.target), f"file://{local}")
+    for file in local.iterdir():
+        cluster.moto.client().upload_file(str(file), cluster.bucket, f"data/digits/{file.name}")
+    return f"s3://{cluster.bucket}/data/digits"
+
+
+def test_sweep_of_a_users_s3_dataset_killed_and_resumed_on_two_nodes(cluster, tmp_path):
+    """One sweep: the user's data in S3, SIGKILLed mid-sweep and resumed, then read back by another driver."""
+    name = sweep_file(cluster, "two-nodes", train=_upload_users_dataset(cluster, tmp_path), validation_fraction=0.2)
     storage = f"s3://{cluster.bucket}/runs"
     cmd = [sys.executable, "-m", "hpo.cli.main", "tune", name, "--address", cluster.address, "--storage", storage]
     first = subprocess.Popen(cmd, cwd=cluster.disk, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -217,7 +230,10 @@ def test_sweep_killed_and_resumed_on_two_nodes_with_s3_storage(cluster):
     # The bucket holds the sweep complete: Tune's state, checkpoints, the data hpo wrote, the driver's copy.
     keys = cluster.moto.keys(cluster.bucket, "runs/")
     assert "runs/two-nodes/_driver/summary.json" in keys
-    assert any(k.startswith("runs/_data/digits-") and k.endswith(".parquet") for k in keys)
+    # The train/validation split of the user's dataset hpo wrote, where the second node reads it.
+    assert any(k.startswith("runs/_data/two-nodes/train/") and k.endswith(".parquet") for k in keys)
+    assert any(k.startswith("runs/_data/two-nodes/validation/") and k.endswith(".parquet") for k in keys)
+    assert all(t["checkpoint"].startswith(f"s3://{cluster.bucket}/runs/two-nodes/") for t in trials)
 
     # The Optuna study was told how every trial ended; none is left RUNNING (one handed out just before the
     # kill, which Tune never recorded, is closed as FAIL).
@@ -251,30 +267,9 @@ def test_sweep_killed_and_resumed_on_two_nodes_with_s3_storage(cluster):
     model = mlflow.pyfunc.load_model(f"models:/two-nodes/{summary['mlflow']['model']['version']}")
     assert np.asarray(model.predict(np.zeros((2, 64), dtype=np.float32))).shape == (2, 10)
 
-
-def test_sweep_of_a_users_dataset_in_s3_on_two_nodes(cluster, tmp_path):
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    local = tmp_path / "digits"
-    write_dataset(((digits.data / 16).astype(np.float32), digits.target), f"file://{local}")
-    for file in local.iterdir():
-        cluster.moto.client().upload_file(str(file), cluster.bucket, f"data/digits/{file.name}")
-    name = sweep_file(cluster, "user-data", trials=2, epochs=2, train=f"s3://{cluster.bucket}/data/digits",
-                      validation_fraction=0.2)
-    proc = cluster.hpo("tune", name, "--address", cluster.address, "--storage", f"s3://{cluster.bucket}/runs")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    path = [line for line in proc.stdout.splitlines() if line.startswith("summary: ")][-1].split(": ", 1)[1]
-    summary = json.loads(Path(path).read_text())
-    assert len(summary["trials"]) == 2 and summary["best"] is not None
-    assert all(t["checkpoint"].startswith(f"s3://{cluster.bucket}/runs/user-data/") for t in summary["trials"])
-    keys = cluster.moto.keys(cluster.bucket, "runs/_data/user-data/")
-    assert any(k.startswith("runs/_data/user-data/train/") for k in keys)
-    assert any(k.startswith("runs/_data/user-data/validation/") for k in keys)
     # Another driver with nothing on its disk reads the sweep back from the bucket.
     other = tmp_path / "elsewhere"
     other.mkdir()
-    report = subprocess.run([sys.executable, "-m", "hpo.cli.main", "report", "user-data", "--storage",
-                             f"s3://{cluster.bucket}/runs"], cwd=other, capture_output=True, text=True,
-                            env=cluster.env(), timeout=120)
+    report = subprocess.run([sys.executable, "-m", "hpo.cli.main", "report", "two-nodes", "--storage", storage],
+                            cwd=other, capture_output=True, text=True, env=cluster.env(), timeout=120)
     assert report.returncode == 0 and summary["best"]["trial_id"] in report.stdout, report.stderr[-2000:]
