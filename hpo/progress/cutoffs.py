@@ -119,3 +119,71 @@ def scheduler_stops(
         thresholds = median_thresholds(others, grace_period, max_epochs)
         return median_stops(stops, paths, observed, thresholds)
     return stops
+
+
+def _asha_replay(ys: list[np.ndarray], epochs: list[int], quantile: float) -> np.ndarray:
+    """Per trial: the first rung its observed curve falls below the others' cut-off at (inf: none)."""
+    out = np.full(len(ys), np.inf)
+    for rung in epochs:
+        at = np.array([float(y[rung - 1]) if len(y) >= rung else np.nan for y in ys])
+        for i in np.flatnonzero(np.isfinite(at) & ~np.isfinite(out)):
+            others = np.delete(at, i)
+            others = others[np.isfinite(others)]
+            if len(others) and at[i] < np.percentile(others, quantile * 100):
+                out[i] = rung
+    return out
+
+
+def _median_replay(ys: list[np.ndarray], grace_period: int, max_epochs: int) -> np.ndarray:
+    """Per trial: the first epoch its best value so far is below the others' median running mean (inf: none)."""
+    grace = max(grace_period, 1)
+    values = np.full((len(ys), max_epochs), np.nan)
+    for i, y in enumerate(ys):
+        values[i, : min(len(y), max_epochs)] = y[:max_epochs]
+    with np.errstate(invalid="ignore"):
+        means = np.full_like(values, np.nan)
+        means[:, grace - 1 :] = np.cumsum(values[:, grace - 1 :], axis=1) / np.arange(1, max_epochs - grace + 2)
+        best = np.fmax.accumulate(np.where(np.isnan(values), -np.inf, values), axis=1)
+    out = np.full(len(ys), np.inf)
+    for i in range(len(ys)):
+        others = np.delete(means, i, axis=0)
+        enough = np.isfinite(others).sum(axis=0) >= MEDIAN_MIN_SAMPLES
+        if not enough.any():
+            continue
+        limit = np.full(max_epochs, np.nan)
+        with np.errstate(invalid="ignore"):
+            limit[enough] = np.nanmedian(others[:, enough], axis=0)
+            cut = (best[i] < limit) & (np.arange(1, max_epochs + 1) < min(len(ys[i]), max_epochs))
+        if cut.any():
+            out[i] = int(np.argmax(cut)) + 1
+    return out
+
+
+def replayed_stops(
+    scheduler: str, ys: list[np.ndarray], grace_period: int, reduction_factor: float, max_epochs: int
+) -> np.ndarray:
+    """Where the scheduler would stop each started trial's observed curve if that trial started now.
+
+    The first trials of a sweep run unopposed: ASHA lets a trial through a rung no other has reached, and the
+    median rule waits for three others. A trial started now meets every result recorded since, so a trial
+    not started yet is drawn from the started ones *replayed* against the others' recorded values (each
+    trial's own left out): the first rung (or epoch) its observed values fall below the cut-off at.
+
+    Args:
+        scheduler: ``asha``, ``hyperband``, ``median`` or ``fifo``.
+        ys: Every started trial's observed values ("higher is better").
+        grace_period: The scheduler's grace period.
+        reduction_factor: ASHA's reduction factor.
+        max_epochs: The most epochs a trial trains.
+
+    Returns:
+        Per trial, the epoch it would be stopped at, or inf where its observed values pass every cut-off.
+    """
+    if not ys or max_epochs < 1:
+        return np.full(len(ys), np.inf)
+    if scheduler in ("asha", "hyperband"):
+        grace = grace_period if scheduler == "asha" else 1
+        return _asha_replay(ys, rungs(grace, reduction_factor, max_epochs), 1 - 1 / reduction_factor)
+    if scheduler == "median":
+        return _median_replay(ys, min(grace_period, max_epochs), max_epochs)
+    return np.full(len(ys), np.inf)
