@@ -140,7 +140,7 @@ def _median_replay(ys: list[np.ndarray], grace_period: int, max_epochs: int) -> 
     values = np.full((len(ys), max_epochs), np.nan)
     for i, y in enumerate(ys):
         values[i, : min(len(y), max_epochs)] = y[:max_epochs]
-    with np.errstate(invalid="ignore"):
+    with np.errstate(all="ignore"):  # values near the float limits overflow to inf, never raise
         means = np.full_like(values, np.nan)
         means[:, grace - 1 :] = np.cumsum(values[:, grace - 1 :], axis=1) / np.arange(1, max_epochs - grace + 2)
         best = np.fmax.accumulate(np.where(np.isnan(values), -np.inf, values), axis=1)
