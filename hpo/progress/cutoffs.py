@@ -12,6 +12,9 @@ observed epochs); results other trials record later are not foreseen.
   best value so far is below the median of the other trials' mean values from ``grace_period`` to that
   epoch, once at least three others have reached it.
 - ``fifo``: no decisions.
+
+:func:`replayed_stops` applies the same rules to the started trials' observed curves, as if each started
+now, for the trials not started yet to be drawn from.
 """
 
 from __future__ import annotations
@@ -144,19 +147,27 @@ def _median_replay(ys: list[np.ndarray], grace_period: int, max_epochs: int) -> 
         means = np.full_like(values, np.nan)
         means[:, grace - 1 :] = np.cumsum(values[:, grace - 1 :], axis=1) / np.arange(1, max_epochs - grace + 2)
         best = np.fmax.accumulate(np.where(np.isnan(values), -np.inf, values), axis=1)
+    means[~np.isfinite(means)] = np.nan  # an infinite running mean is left out, as Tune leaves it out
     out = np.full(len(ys), np.inf)
+    epochs = np.arange(1, max_epochs + 1)
     for i in range(len(ys)):
-        others = np.delete(means, i, axis=0)
-        enough = np.isfinite(others).sum(axis=0) >= MEDIAN_MIN_SAMPLES
-        if not enough.any():
-            continue
-        limit = np.full(max_epochs, np.nan)
+        limit = _column_medians(np.delete(means, i, axis=0))
         with np.errstate(invalid="ignore"):
-            limit[enough] = np.nanmedian(others[:, enough], axis=0)
-            cut = (best[i] < limit) & (np.arange(1, max_epochs + 1) < min(len(ys[i]), max_epochs))
+            cut = (best[i] < limit) & (epochs < min(len(ys[i]), max_epochs))
         if cut.any():
             out[i] = int(np.argmax(cut)) + 1
     return out
+
+
+def _column_medians(values: np.ndarray) -> np.ndarray:
+    """Each column's median over its non-NaN values; NaN with fewer than :data:`MEDIAN_MIN_SAMPLES` of them."""
+    count = (~np.isnan(values)).sum(axis=0)
+    if not values.shape[0]:
+        return np.full(values.shape[1], np.nan)
+    ordered = np.sort(values, axis=0)  # NaN last
+    low = np.take_along_axis(ordered, np.maximum(count - 1, 0)[None, :] // 2, axis=0)[0]
+    high = np.take_along_axis(ordered, (count // 2)[None, :], axis=0)[0]
+    return np.where(count >= MEDIAN_MIN_SAMPLES, low / 2 + high / 2, np.nan)
 
 
 def replayed_stops(

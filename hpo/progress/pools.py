@@ -12,7 +12,7 @@ then the pending trials from it, so that the uncertainty about the population st
 - epoch costs (and start-up overheads): the Bayesian bootstrap with Dirichlet(:data:`COST_CONCENTRATION`, …)
   weights over the measured ones, no prior (a cost is not bounded as a length is). A cost is measured once a
   trial has timed two epochs, and the trials that have are a selected sample: of those started last, the
-  cheap ones get there first (in the benchmark's replays the measured costs ran 5-9 % below those of all
+  cheap ones get there first (in the benchmark's replays the measured costs ran 3-6 % below those of all
   started trials at 25 % of trials ended). Each measured cost therefore counts as half a draw, which keeps
   that doubt in the interval.
 
@@ -39,6 +39,16 @@ def _picks(weights: np.ndarray, count: int, rng: np.random.Generator) -> np.ndar
     cumulative = np.cumsum(weights, axis=1)
     u = rng.random((weights.shape[0], count)) * cumulative[:, -1:]
     return np.minimum((cumulative[:, None, :] <= u[:, :, None]).sum(axis=2), weights.shape[1] - 1)
+
+
+def _dirichlet(count: int, concentration: float, samples: int, rng: np.random.Generator) -> np.ndarray:
+    """``samples`` rows of symmetric Dirichlet weights (unnormalised; :func:`_picks` normalises).
+
+    Gamma(1/2) is half a squared normal, drawn ten times faster than numpy's gamma for shapes below one.
+    """
+    if concentration == 0.5:
+        return rng.standard_normal((samples, count)) ** 2 + 1e-300
+    return rng.standard_gamma(concentration, (samples, count)) + 1e-300
 
 
 def draw_lengths(pool: np.ndarray, count: int, max_epochs: int, rng: np.random.Generator) -> np.ndarray:
@@ -70,7 +80,7 @@ def draw_costs(known: np.ndarray, count: int, samples: int, rng: np.random.Gener
     """
     if not len(known):
         return np.full((samples, count), np.nan)
-    picks = _picks(rng.dirichlet(np.full(len(known), COST_CONCENTRATION), size=samples), count, rng)
+    picks = _picks(_dirichlet(len(known), COST_CONCENTRATION, samples, rng), count, rng)
     return known[picks]
 
 

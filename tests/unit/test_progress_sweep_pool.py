@@ -78,3 +78,11 @@ def test_measured_costs_count_as_half_a_draw(monkeypatch):
         spread[concentration] = np.percentile(means, 90) - np.percentile(means, 10)
     assert pools.COST_CONCENTRATION == 0.5
     assert spread[0.5] > 1.15 * spread[1.0]
+
+
+def test_the_median_replay_takes_the_median_of_an_even_number_of_others():
+    ys = [flat(0.1), flat(0.2), flat(0.4), flat(0.6), flat(0.8)]  # for 0.4: others' median is (0.2 + 0.6) / 2
+    cuts = replayed_stops("median", ys, grace_period=1, reduction_factor=2, max_epochs=8)
+    assert list(cuts) == [1, 1, np.inf, np.inf, np.inf]
+    ys[2] = flat(0.39)
+    assert replayed_stops("median", ys, 1, 2, 8)[2] == 1
