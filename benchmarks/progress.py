@@ -677,6 +677,7 @@ def main() -> None:
     parser.add_argument("--sweeps", type=int, default=40, help="simulated sweeps")
     parser.add_argument("--samples", type=int, default=1000, help="Monte-Carlo samples per estimate")
     parser.add_argument("--seed", type=int, default=0, help="seed of the configurations and the sweeps")
+    parser.add_argument("--sweep-seed", type=int, help="seed of the sweeps only (default --seed): held-out sweeps")
     parser.add_argument("--min-delta", type=float, default=0.0, help="EarlyStopping's min_delta")
     parser.add_argument("--quick", action="store_true", help="30 curves and 8 sweeps")
     parser.add_argument("--generate-only", action="store_true", help="train and cache the curves, then stop")
@@ -695,7 +696,8 @@ def main() -> None:
         print(f"{len(rows)} curves in {cache}")
         return
     trial = trial_level(rows, args.max_epochs, args.samples, args.min_delta)
-    sweep = sweep_level(rows, args.sweeps, args.seed, args.max_epochs, args.samples, args.min_delta)
+    sweep = sweep_level(rows, args.sweeps, args.seed if args.sweep_seed is None else args.sweep_seed,
+                        args.max_epochs, args.samples, args.min_delta)
     datasets: dict[str, int] = {}
     for row in rows:
         datasets[row["spec"]["dataset"]] = datasets.get(row["spec"]["dataset"], 0) + 1

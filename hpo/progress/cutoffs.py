@@ -12,6 +12,9 @@ observed epochs); results other trials record later are not foreseen.
   best value so far is below the median of the other trials' mean values from ``grace_period`` to that
   epoch, once at least three others have reached it.
 - ``fifo``: no decisions.
+
+:func:`replayed_stops` applies the same rules to the started trials' observed curves, as if each started
+now, for the trials not started yet to be drawn from.
 """
 
 from __future__ import annotations
@@ -119,3 +122,79 @@ def scheduler_stops(
         thresholds = median_thresholds(others, grace_period, max_epochs)
         return median_stops(stops, paths, observed, thresholds)
     return stops
+
+
+def _asha_replay(ys: list[np.ndarray], epochs: list[int], quantile: float) -> np.ndarray:
+    """Per trial: the first rung its observed curve falls below the others' cut-off at (inf: none)."""
+    out = np.full(len(ys), np.inf)
+    for rung in epochs:
+        at = np.array([float(y[rung - 1]) if len(y) >= rung else np.nan for y in ys])
+        for i in np.flatnonzero(np.isfinite(at) & ~np.isfinite(out)):
+            others = np.delete(at, i)
+            others = others[np.isfinite(others)]
+            if len(others) and at[i] < np.percentile(others, quantile * 100):
+                out[i] = rung
+    return out
+
+
+def _median_replay(ys: list[np.ndarray], grace_period: int, max_epochs: int) -> np.ndarray:
+    """Per trial: the first epoch its best value so far is below the others' median running mean (inf: none)."""
+    grace = max(grace_period, 1)
+    values = np.full((len(ys), max_epochs), np.nan)
+    for i, y in enumerate(ys):
+        values[i, : min(len(y), max_epochs)] = y[:max_epochs]
+    with np.errstate(all="ignore"):  # values near the float limits overflow to inf, never raise
+        means = np.full_like(values, np.nan)
+        means[:, grace - 1 :] = np.cumsum(values[:, grace - 1 :], axis=1) / np.arange(1, max_epochs - grace + 2)
+        best = np.fmax.accumulate(np.where(np.isnan(values), -np.inf, values), axis=1)
+    means[~np.isfinite(means)] = np.nan  # an infinite running mean is left out, as Tune leaves it out
+    out = np.full(len(ys), np.inf)
+    epochs = np.arange(1, max_epochs + 1)
+    for i in range(len(ys)):
+        limit = _column_medians(np.delete(means, i, axis=0))
+        with np.errstate(invalid="ignore"):
+            cut = (best[i] < limit) & (epochs < min(len(ys[i]), max_epochs))
+        if cut.any():
+            out[i] = int(np.argmax(cut)) + 1
+    return out
+
+
+def _column_medians(values: np.ndarray) -> np.ndarray:
+    """Each column's median over its non-NaN values; NaN with fewer than :data:`MEDIAN_MIN_SAMPLES` of them."""
+    count = (~np.isnan(values)).sum(axis=0)
+    if not values.shape[0]:
+        return np.full(values.shape[1], np.nan)
+    ordered = np.sort(values, axis=0)  # NaN last
+    low = np.take_along_axis(ordered, np.maximum(count - 1, 0)[None, :] // 2, axis=0)[0]
+    high = np.take_along_axis(ordered, (count // 2)[None, :], axis=0)[0]
+    return np.where(count >= MEDIAN_MIN_SAMPLES, low / 2 + high / 2, np.nan)
+
+
+def replayed_stops(
+    scheduler: str, ys: list[np.ndarray], grace_period: int, reduction_factor: float, max_epochs: int
+) -> np.ndarray:
+    """Where the scheduler would stop each started trial's observed curve if that trial started now.
+
+    The first trials of a sweep run unopposed: ASHA lets a trial through a rung no other has reached, and the
+    median rule waits for three others. A trial started now meets every result recorded since, so a trial
+    not started yet is drawn from the started ones *replayed* against the others' recorded values (each
+    trial's own left out): the first rung (or epoch) its observed values fall below the cut-off at.
+
+    Args:
+        scheduler: ``asha``, ``hyperband``, ``median`` or ``fifo``.
+        ys: Every started trial's observed values ("higher is better").
+        grace_period: The scheduler's grace period.
+        reduction_factor: ASHA's reduction factor.
+        max_epochs: The most epochs a trial trains.
+
+    Returns:
+        Per trial, the epoch it would be stopped at, or inf where its observed values pass every cut-off.
+    """
+    if not ys or max_epochs < 1:
+        return np.full(len(ys), np.inf)
+    if scheduler in ("asha", "hyperband"):
+        grace = grace_period if scheduler == "asha" else 1
+        return _asha_replay(ys, rungs(grace, reduction_factor, max_epochs), 1 - 1 / reduction_factor)
+    if scheduler == "median":
+        return _median_replay(ys, min(grace_period, max_epochs), max_epochs)
+    return np.full(len(ys), np.inf)

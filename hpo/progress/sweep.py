@@ -6,11 +6,13 @@ Each Monte-Carlo sample is one possible future of the sweep:
    and cut where the scheduler would stop it (:mod:`hpo.progress.cutoffs`);
 2. trials not started yet (and running ones with fewer than two values) get a length drawn from those of the
    started ones: the ended trials' actual lengths (failed ones aside) and the running ones' simulated ones in
-   that sample (so that the first, short, scheduler-stopped trials do not make the rest look short), mixed
+   that sample (so that the first, short, scheduler-stopped trials do not make the rest look short), each cut
+   where the scheduler would stop it if it started now, against every result recorded since
+   (:func:`hpo.progress.cutoffs.replayed_stops`: the first trials ran unopposed), mixed
    with a uniform prior over ``1 … max_epochs`` by a Dirichlet process (:mod:`hpo.progress.pools`: each
    sample draws its own weights, so that how little a few trials tell stays in the interval); with no
    started trial to draw from, the prior is ``max_epochs``;
-3. an epoch costs what the trial measured (median of its recent epoch times after the first); a trial with
+3. an epoch costs what the trial measured (the mean of its epoch times after the first); a trial with
    fewer than two timed epochs gets the steady cost of a started trial drawn at random, and one with none
    timed yet also a started trial's first-epoch extra (compiling, warming caches); a trial not started yet
    gets a cost by the Bayesian bootstrap of the measured ones (:mod:`hpo.progress.pools`) and pays a
@@ -31,11 +33,11 @@ from typing import Literal
 
 import numpy as np
 
-from hpo.progress.cutoffs import scheduler_stops
-from hpo.progress.pools import draw_costs, draw_lengths
+from hpo.progress.cutoffs import replayed_stops, scheduler_stops
+from hpo.progress.pools import draw_costs, draw_lengths, mean_cost, pick, stack
 from hpo.progress.schedule import Futures, Queue, run_queue
 from hpo.progress.stopping import higher_is_better
-from hpo.progress.trial import epoch_cost, epoch_times, first_epoch_extra, quantiles, simulate_trial, steady_cost
+from hpo.progress.trial import epoch_cost, epoch_times, first_epoch_extra, quantiles, simulate_trial
 
 TrialStatus = Literal["running", "finished", "stopped", "failed"]
 Scheduler = Literal["asha", "hyperband", "median", "fifo"]
@@ -227,11 +229,13 @@ def _futures(
 ) -> tuple[Futures, bool]:
     """Every running and pending trial's length and epoch cost, per sample; and whether any was learnt."""
     simulated = _simulate_running(trials, ys, plan, samples, rng)
-    ended = [len(y) for y, t in zip(ys, trials, strict=True) if t.status in ("finished", "stopped") and len(y)]
-    columns = [np.full(samples, n) for n in ended] + [stops for stops, _ in simulated.values()]
+    cuts = replayed_stops(plan.scheduler, ys, plan.grace_period, plan.reduction_factor, plan.max_epochs)
+    ended = [i for i, t in enumerate(trials) if t.status in ("finished", "stopped") and len(ys[i])]
+    columns = [np.full(samples, min(len(ys[i]), cuts[i])) for i in ended]
+    columns += [np.minimum(stops, cuts[i]) for i, (stops, _) in simulated.items()]
     learnt = bool(columns)
     pool = np.column_stack(columns) if learnt else None
-    steady = [steady_cost(t.epoch_seconds) for t in trials]
+    steady = [mean_cost(t.epoch_seconds) for t in trials]
     known = np.array([c for c in steady if c is not None])
     if not len(known):  # only first epochs measured so far: they are the best there is
         known = np.array([c for c in (epoch_cost(t.epoch_seconds) for t in trials) if c is not None])
@@ -244,23 +248,23 @@ def _futures(
         lengths.append(stops)
         goal.append(np.zeros(samples, dtype=bool) if by_goal is None else by_goal)
         cost = steady[i]
-        costs.append(np.full(samples, cost) if cost is not None else _pick(known, samples, rng))
+        costs.append(np.full(samples, cost) if cost is not None else pick(known, samples, rng))
     pending_costs = list(draw_costs(known, pending, samples, rng).T)
     pending_overheads = draw_costs(overheads, pending, samples, rng) if len(overheads) else np.zeros((samples, pending))
     extras = np.array([e for e in (first_epoch_extra(t.epoch_seconds) for t in trials) if e is not None])
     unstarted = [not len(epoch_times(trials[i].epoch_seconds)) and len(extras) for i in running]
-    first_extras = [_pick(extras, samples, rng) if u else np.zeros(samples) for u in unstarted]
+    first_extras = [pick(extras, samples, rng) if u else np.zeros(samples) for u in unstarted]
     futures = Futures(
         done=np.array([len(ys[i]) for i in running], dtype=float),
-        lengths=_stack(lengths, samples),
-        by_goal=_stack(goal, samples).astype(bool),
-        costs=None if not len(known) else _stack(costs, samples),
+        lengths=stack(lengths, samples),
+        by_goal=stack(goal, samples).astype(bool),
+        costs=None if not len(known) else stack(costs, samples),
         rates=np.array([plan.rate(trials[i]) for i in running]),
         pending_lengths=_draw(pool, pending, plan, samples, rng).astype(float),
-        pending_costs=None if not len(known) else _stack(pending_costs, samples),
+        pending_costs=None if not len(known) else stack(pending_costs, samples),
         pending_rate=plan.rate(),
         pending_overheads=pending_overheads,
-        overheads=_stack(first_extras, samples),
+        overheads=stack(first_extras, samples),
     )
     return futures, learnt
 
@@ -271,14 +275,6 @@ def _overhead(trial: TrialHistory) -> float | None:
     if extra is None and trial.startup_s is None:
         return None
     return (extra or 0.0) + max(0.0, trial.startup_s or 0.0)
-
-
-def _pick(known: np.ndarray, samples: int, rng: np.random.Generator) -> np.ndarray:
-    return rng.choice(known, size=samples) if len(known) else np.full(samples, np.nan)
-
-
-def _stack(columns: list[np.ndarray], samples: int) -> np.ndarray:
-    return np.column_stack(columns).astype(float) if columns else np.zeros((samples, 0))
 
 
 def _nothing_left(counts: dict, started: int, plan: SweepPlan) -> SweepEstimate:
