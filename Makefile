@@ -31,8 +31,9 @@ demo: install
 
 # Two test processes, one test module each at a time (module fixtures stay in one process): most of the
 # suite's time is process start-up (TensorFlow, Ray, MLflow), which two processes overlap on 2 cores.
+# Modules go out slowest first (tests/conftest.py SLOWEST_FIRST), so both processes end together.
 test: install-dev
-	$(BIN)/python -m pytest -q -n 2 --dist loadscope -rs --durations=25
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder -rs --durations=25
 
 test-fast: install-dev
 	$(BIN)/python -m pytest -q -n 2 tests/unit

@@ -17,6 +17,26 @@ _env.apply()  # TF_USE_LEGACY_KERAS before TensorFlow loads
 
 ROOT = Path(__file__).resolve().parents[1]
 HPO = str(Path(sys.executable).with_name("hpo"))
+#: Integration modules, slowest first (``make test --durations``). ``make test`` hands whole modules to its
+#: two processes in collection order (``--dist loadscope --no-loadscope-reorder``): the long ones start
+#: first and the hundreds of short unit tests, collected last, fill the end, so both processes finish
+#: together instead of one running the last long module alone.
+SLOWEST_FIRST = (
+    "test_mlflow", "test_search_contract", "test_two_nodes", "test_interrupt", "test_trial_runtime",
+    "test_notebooks", "test_partition_cli", "test_cluster", "test_examples", "test_schedulers_real",
+    "test_sweep", "test_resume", "test_data_sweep", "test_horovod_build",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Orders the slow integration modules first (see :data:`SLOWEST_FIRST`); the order inside a module stays."""
+    def rank(item: pytest.Item) -> int:
+        path = Path(str(item.fspath))
+        if path.parent.name == "integration" and path.stem in SLOWEST_FIRST:
+            return SLOWEST_FIRST.index(path.stem)
+        return len(SLOWEST_FIRST)
+
+    items.sort(key=rank)
 
 
 def hpo_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -1,9 +1,12 @@
-"""`hpo tune --partition-by COL`: one sweep (study, MLflow parent, summary) per partition, one command."""
+"""`hpo tune --partition-by COL`: one sweep (study, MLflow parent, summary) per partition, one command.
+
+The command runs in this process (``tests.conftest.hpo_cli``: the same command and error handling as the
+executable) on a local Ray the module starts once, as ``hpo tune --address`` would use a running cluster.
+"""
 
 from __future__ import annotations
 
 import json
-import subprocess
 
 import numpy as np
 import pyarrow as pa
@@ -13,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from sklearn.datasets import load_digits
 
 from hpo.data import path_to_url
-from tests.conftest import HPO, base_sweep
+from tests.conftest import base_sweep, hpo_cli
 
 pytestmark = pytest.mark.slow
 #: Partitioning is about data, studies and runs, not Horovod: one worker, one trial at a time, so each
@@ -21,7 +24,18 @@ pytestmark = pytest.mark.slow
 PARTITION_TRIAL = {"workers": 1, "cpus_per_worker": 1, "max_epochs": 2, "batch_size_per_worker": 64}
 
 
-def test_one_sweep_per_region(tmp_path, write_sweep):
+@pytest.fixture(scope="module")
+def ray_session():
+    import ray
+
+    from hpo.ray_session import start_ray
+
+    start_ray(num_cpus=2)
+    yield
+    ray.shutdown()
+
+
+def test_one_sweep_per_region(ray_session, tmp_path, write_sweep):
     digits = load_digits()
     (tmp_path / "ds").mkdir()
     region = np.where(np.arange(len(digits.target)) % 2 == 0, "eu", "us")
@@ -38,9 +52,8 @@ def test_one_sweep_per_region(tmp_path, write_sweep):
         scheduler={"type": "fifo"},
         trial=PARTITION_TRIAL,
     )
-    proc = subprocess.run([HPO, "tune", str(write_sweep(sweep)), "--partition-by", "region",
-                           "--storage", str(tmp_path / "runs")], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
+    proc = hpo_cli("tune", write_sweep(sweep), "--partition-by", "region", "--storage", tmp_path / "runs",
+                   cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     parents = set()
     for value in ("eu", "us"):
@@ -57,7 +70,7 @@ def test_one_sweep_per_region(tmp_path, write_sweep):
     assert len(parents) == 2
 
 
-def test_one_sweep_per_data_url(tmp_path, write_sweep):
+def test_one_sweep_per_data_url(ray_session, tmp_path, write_sweep):
     """data.partitions (name → URL): each URL its own study, MLflow parent run and summary; one command."""
     digits = load_digits()
     x = (digits.data / 16).astype(np.float32)
@@ -77,8 +90,7 @@ def test_one_sweep_per_data_url(tmp_path, write_sweep):
         scheduler={"type": "fifo"},
         trial=PARTITION_TRIAL,
     )
-    proc = subprocess.run([HPO, "tune", str(write_sweep(sweep)), "--storage", str(tmp_path / "runs")],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = hpo_cli("tune", write_sweep(sweep), "--storage", tmp_path / "runs", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("== partition ") == 2 and proc.stdout.count("summary: ") == 2
     parents, experiments = set(), set()
