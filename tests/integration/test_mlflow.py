@@ -66,6 +66,18 @@ def restartable_port() -> int:
     return quiet_ports(1)[0]
 
 
+def wait_for_an_epoch(client, experiment: str, proc: subprocess.Popen, timeout: float = 300) -> bool:
+    """Waits until a run of ``experiment`` has an epoch's metric on the server; False if ``proc`` ended first."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        assert time.monotonic() < deadline, f"no epoch of {experiment} reached the server in {timeout:.0f} s"
+        exp = client.get_experiment_by_name(experiment)
+        if exp and client.search_runs([exp.experiment_id], "metrics.val_accuracy > -1"):
+            return True
+        time.sleep(0.5)
+    return False
+
+
 def git(*args: str, cwd: Path) -> str:
     env = {
         **os.environ,
@@ -136,16 +148,8 @@ def _start_second_sweep(server: MlflowServer, work: Path, first: subprocess.Pope
     loaded 2-core machine); None if ``srv`` ended first."""
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=server.url)
-    deadline = time.monotonic() + 300
-    while True:
-        if first.poll() is not None:
-            return None
-        assert time.monotonic() < deadline, "srv put no epoch on the server"
-        exp = client.get_experiment_by_name("srv")
-        if exp and client.search_runs([exp.experiment_id], "metrics.val_accuracy > -1"):
-            break
-        time.sleep(0.5)
+    if not wait_for_an_epoch(MlflowClient(tracking_uri=server.url), "srv", first):
+        return None
     work.mkdir()
     sweep = fifo_sweep("conc", num_samples=2, max_epochs=2)
     sweep["search"]["max_concurrent"] = 1  # two sweeps share two cores
@@ -446,14 +450,8 @@ def test_server_killed_mid_sweep_training_goes_on_and_sync_sends_every_metric_on
     restarted = None
     try:
         client = MlflowClient(tracking_uri=server.url)
-        deadline = time.monotonic() + 300
-        while True:  # kill the server as soon as the first epoch of any trial is on it
-            assert proc.poll() is None, (tmp_path / "tune.out").read_text()[-3000:]
-            assert time.monotonic() < deadline, "no epoch reached the server"
-            exp = client.get_experiment_by_name("resil")
-            if exp and client.search_runs([exp.experiment_id], "metrics.val_accuracy > -1"):
-                break
-            time.sleep(0.5)
+        # kill the server as soon as the first epoch of any trial is on it
+        assert wait_for_an_epoch(client, "resil", proc), (tmp_path / "tune.out").read_text()[-3000:]
         server.stop()
         assert proc.wait(timeout=600) == 0, (tmp_path / "tune.out").read_text()[-3000:]
         output = (tmp_path / "tune.out").read_text()
@@ -614,13 +612,7 @@ def test_server_back_mid_sweep_gets_the_spool_without_hpo_sync(tmp_path):
     restarted = None
     try:
         client = MlflowClient(tracking_uri=server.url)
-        deadline = time.monotonic() + 300
-        while True:
-            assert proc.poll() is None and time.monotonic() < deadline
-            exp = client.get_experiment_by_name("auto")
-            if exp and client.search_runs([exp.experiment_id], "metrics.val_accuracy > -1"):
-                break
-            time.sleep(0.5)
+        assert wait_for_an_epoch(client, "auto", proc), (tmp_path / "tune.out").read_text()[-3000:]
         server.stop()
         while not spool.is_file():  # the next write finds the server gone
             assert proc.poll() is None, "the sweep ended before it spooled anything"
