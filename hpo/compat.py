@@ -120,6 +120,18 @@ def optuna_search_trial(searcher: Any, trial_id: str) -> Any:
     return searcher._ot_trials[trial_id]
 
 
+def optuna_search_trials(searcher: Any) -> dict[str, Any]:
+    """Tune trial id → the ``optuna.Trial`` an ``OptunaSearch`` made for it (mutable)."""
+    return searcher._ot_trials
+
+
+def optuna_trial_of(study: Any, frozen: Any) -> Any:
+    """The live ``optuna.Trial`` of a study's trial (``FrozenTrial``), to report to and tell."""
+    import optuna
+
+    return optuna.trial.Trial(study, frozen._trial_id)
+
+
 def optuna_search_told(searcher: Any) -> set[str]:
     """Tune trial ids an ``OptunaSearch`` has already told the study about (mutable)."""
     return searcher._completed_trials

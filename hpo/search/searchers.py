@@ -209,11 +209,40 @@ class DurableOptunaSearch(OptunaSearch):
     ``UpdateFinishedTrialError``.
     """
 
+    def _adopt(self, trial_id: str, result: dict[str, Any] | None) -> bool:
+        """True if this searcher has an Optuna trial for ``trial_id``, taking up the study's one if needed.
+
+        Tune restores a killed sweep's trials and its searcher from state files saved, and on object
+        storage uploaded, at different moments: a trial can come back that the restored searcher never
+        handed out. The study trial asked for it before the kill (still RUNNING, same parameters) is taken
+        up; without one the trial's outcomes are not told to the study (logged), never a crash of the sweep.
+        """
+        import optuna
+
+        trials = compat.optuna_search_trials(self)
+        if trial_id in trials:
+            return True
+        result = result or {}
+        config = {k.split("/", 1)[1]: v for k, v in result.items() if k.startswith("config/")}
+        config.update(result.get("config") or {})
+        study = compat.optuna_search_study(self)
+        taken = {t.number for t in trials.values()}
+        for frozen in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            if frozen.number not in taken and frozen.params and all(
+                    config.get(k, object()) == v for k, v in frozen.params.items()):
+                trials[trial_id] = compat.optuna_trial_of(study, frozen)
+                logger.info("trial %s taken up as study trial %d after a resume", trial_id, frozen.number)
+                return True
+        logger.warning("trial %s is unknown to the restored searcher and its study; not told", trial_id)
+        return False
+
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         """Reports an intermediate value, unless the study already finished this trial."""
         from optuna.exceptions import UpdateFinishedTrialError
 
         _best_epochs(self).see(trial_id, result)
+        if not self._adopt(trial_id, result):
+            return
         try:
             super().on_trial_result(trial_id, result)
         except UpdateFinishedTrialError:
@@ -223,6 +252,9 @@ class DurableOptunaSearch(OptunaSearch):
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
         """Tells the study how a trial ended: FAIL if diverged, PRUNED if the scheduler stopped it, else best epoch."""
         best = _best_epochs(self).final(trial_id, result)
+        if trial_id not in compat.optuna_search_told(self) and not self._adopt(trial_id, result):
+            compat.optuna_search_told(self).add(trial_id)
+            return
         if result and result.get(DIVERGED_KEY) and trial_id not in compat.optuna_search_told(self):
             super().on_trial_complete(trial_id, result=None, error=True)  # Ray tells a failed trial FAIL
             return

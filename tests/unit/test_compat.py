@@ -66,6 +66,12 @@ def test_optuna_search_internals(tmp_path):
         "optuna_search_study", "optuna", "OptunaSearch._ot_study")
     assert isinstance(compat.optuna_search_trial(searcher, "t1"), optuna.Trial), _broken(
         "optuna_search_trial", "optuna", "OptunaSearch._ot_trials")
+    assert set(compat.optuna_search_trials(searcher)) == {"t1"}, _broken(
+        "optuna_search_trials", "optuna", "OptunaSearch._ot_trials")
+    study = compat.optuna_search_study(searcher)
+    (frozen,) = study.get_trials(deepcopy=False)
+    assert compat.optuna_trial_of(study, frozen).number == frozen.number, _broken(
+        "optuna_trial_of", "optuna", "FrozenTrial._trial_id")
     told = compat.optuna_search_told(searcher)
     searcher.on_trial_complete("t1", {"val_accuracy": 0.5, "training_iteration": 1})
     assert "t1" in told, _broken("optuna_search_told", "optuna", "OptunaSearch._completed_trials")

@@ -14,3 +14,31 @@ def test_the_searcher_is_told_each_trials_best_epoch_as_the_summary_ranks_it():
     low = BestEpochs("val_loss", "min")
     low.see("t2", {"val_loss": float("nan")})
     assert low.final("t2", {"val_loss": 0.3}) == {"val_loss": 0.3} and low.final("t3", None) is None
+
+
+def test_a_trial_the_restored_searcher_never_handed_out_is_taken_up_not_a_crash(tmp_path):
+    """Tune restored a trial whose searcher state was saved before it: the study's RUNNING trial is taken up."""
+    import optuna
+
+    import hpo
+    from hpo import compat
+    from hpo.search import build_searcher
+    from hpo.search.budget import TIME_ATTR
+    from hpo.trial.protocol import FINISHED_KEY
+    from tests.conftest import base_sweep
+
+    config = hpo.SweepConfig.model_validate(base_sweep(search={"algorithm": "random", "num_samples": 2, "seed": 1}))
+    searcher = build_searcher(config, tmp_path)
+    params = searcher.suggest("a")
+    compat.optuna_search_trials(searcher).pop("a")  # as restored from a state saved before "a" was handed out
+    flat = {f"config/{k}": v for k, v in params.items()}
+    searcher.on_trial_result("a", {**flat, "val_accuracy": 0.5, TIME_ATTR: 1})
+    searcher.on_trial_complete("a", {"config": params, "val_accuracy": 0.4, TIME_ATTR: 2, FINISHED_KEY: True})
+    study = compat.optuna_search_study(searcher)
+    (trial,) = study.get_trials()
+    assert trial.state == optuna.trial.TrialState.COMPLETE and trial.value == 0.5  # its best epoch
+    assert trial.intermediate_values == {1: 0.5}
+    # A trial neither the searcher nor the study knows: its results and end are not told, and nothing raises.
+    searcher.on_trial_result("z", {"config/learning_rate": 0.01, "val_accuracy": 0.9, TIME_ATTR: 1})
+    searcher.on_trial_complete("z", {"val_accuracy": 0.9, TIME_ATTR: 1, FINISHED_KEY: True})
+    assert len(study.get_trials()) == 1
