@@ -117,7 +117,7 @@ def optuna_search_study(searcher: Any) -> Any:
 
 def optuna_search_trial(searcher: Any, trial_id: str) -> Any:
     """The ``optuna.Trial`` an ``OptunaSearch`` made for Tune trial ``trial_id``."""
-    return searcher._ot_trials[trial_id]
+    return optuna_search_trials(searcher)[trial_id]
 
 
 def optuna_search_trials(searcher: Any) -> dict[str, Any]:
