@@ -256,6 +256,16 @@ def mlflow_skips_requirement_check() -> Iterator[None]:
         environment.warn_dependency_requirement_mismatches = kept
 
 
+def mlflow_create_tables(engine: Any) -> None:
+    """``mlflow.store.db.utils._initialize_tables``: MLflow's schema, every migration applied, in an empty database.
+
+    It is what ``SqlAlchemyStore`` runs on a database without MLflow's tables; it creates no experiment.
+    """
+    from mlflow.store.db.utils import _initialize_tables
+
+    _initialize_tables(engine)
+
+
 # -- Horovod (0.28.1) ---------------------------------------------------------------------------------
 
 

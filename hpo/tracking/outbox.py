@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hpo.config.tracking_uri import masked
+from hpo.tracking.store import mlflow_client
 from hpo.tracking.transport import TrackingError, Unreachable, http_settings, is_connection_error
 
 SPOOL_NAME = "mlflow_spool.jsonl"
@@ -68,9 +69,7 @@ class Outbox:
     def client(self) -> Any:
         """The MLflow client (made on first use, also after unpickling)."""
         if self._client is None:
-            from mlflow.tracking import MlflowClient
-
-            self._client = MlflowClient(tracking_uri=self.uri)
+            self._client = mlflow_client(self.uri)
         return self._client
 
     @property

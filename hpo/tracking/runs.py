@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hpo.tracking.store import mlflow_client
+
 
 @dataclass
 class SweepRun:
@@ -19,9 +21,7 @@ class SweepRun:
 
 
 def _client(uri: str) -> Any:
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
+    return mlflow_client(uri)
 
 
 def start_sweep_run(

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from hpo.config.tracking_uri import masked
 from hpo.errors import ConfigError, HpoError
+from hpo.tracking.store import prepare_sqlite_store
 
 #: Server environment defaults (the user's own values win): quiet, and no GenAI job runner (six
 #: huey consumer processes that sweeps never use).
@@ -131,6 +132,7 @@ class MlflowServer:
             HpoError: The server exited or did not become healthy within ``timeout`` seconds.
         """
         self.artifacts_dir.mkdir(parents=True, exist_ok=True)
+        prepare_sqlite_store(self.backend_uri)
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         env = {**SERVER_ENV, **os.environ}
         try:

@@ -245,3 +245,20 @@ def test_mlflow_skips_requirement_check_inside_the_block_only(monkeypatch):
     assert checked == []
     environment._process_pip_requirements([], pip_requirements=["numpy==0.0.1"])
     assert len(checked) == 1 and "numpy==0.0.1" in checked[0]
+
+
+def test_mlflow_create_tables_builds_the_latest_schema(tmp_path):
+    import sqlalchemy
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path}/s.db")
+    try:
+        compat.mlflow_create_tables(engine)
+        with engine.connect() as conn:
+            version = conn.execute(sqlalchemy.text("SELECT version_num FROM alembic_version")).scalar()
+            experiments = conn.execute(sqlalchemy.text("SELECT count(*) FROM experiments")).scalar()
+    finally:
+        engine.dispose()
+    assert version == _get_latest_schema_revision(), _broken(
+        "mlflow_create_tables", "mlflow", "the latest schema from mlflow.store.db.utils._initialize_tables")
+    assert experiments == 0

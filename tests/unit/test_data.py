@@ -208,3 +208,14 @@ def test_tf_dataset_undoes_the_mmap_threshold_from_generator_pins(tmp_path):
     pinned, restored = map(int, out.stdout.split()[-2:])
     assert pinned > 40 * 256  # hundreds of faults per allocation (~510 here), none once restored
     assert restored < pinned / 10
+
+
+def test_builtin_digits_table_is_scikit_learns_digits():
+    from sklearn.datasets import load_digits
+
+    from hpo.data.builtin import load_digits_table
+
+    table, digits = load_digits_table(), load_digits()
+    assert table.shape == (1797, 65)
+    np.testing.assert_array_equal(table[:, :-1], digits.data)
+    np.testing.assert_array_equal(table[:, -1].astype(int), digits.target)
