@@ -12,8 +12,7 @@ from rich.console import Console
 from hpo.cli.errors import one_line_errors
 from hpo.errors import ConfigError
 from hpo.options import summary_path
-from hpo.progress.live import Snapshot
-from hpo.progress.monitor import PROGRESS_FILE, read_live
+from hpo.progress.live import PROGRESS_FILE, Snapshot, read_live
 from hpo.progress.views import number, sweep_text, trial_text
 from hpo.storage import DEFAULT_STORAGE, Storage
 

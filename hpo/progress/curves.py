@@ -38,7 +38,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import OptimizeWarning, curve_fit
 
 #: Residual sum of squares below this (per point, normalised values) counts as an exact fit.
 _RSS_FLOOR = 1e-10
@@ -202,6 +201,8 @@ def _nonlinear_fit(family: str, x: np.ndarray, z: np.ndarray) -> tuple[np.ndarra
     if i == len(_RATES[family]) - 1:
         return _fixed_rate_fit(family, x, z, float(_RATES[family][i]))
     start, _ = _fixed_rate_fit(family, x, z, float(_RATES[family][i]))
+    from scipy.optimize import OptimizeWarning, curve_fit  # here: ``hpo status`` reads estimates, fits none
+
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore", OptimizeWarning)

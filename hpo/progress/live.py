@@ -10,9 +10,11 @@ Python and NumPy: no Ray.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any, Literal
 
 from hpo.progress.sweep import SweepPlan, TrialHistory, estimate_sweep
@@ -151,6 +153,18 @@ class Snapshot:
     def with_state(self, state: SweepState) -> Snapshot:
         """The same snapshot in another state (the sweep ended or was interrupted)."""
         return replace(self, state=state, time=time.time())
+
+
+#: The live state of a running sweep, in its state directory.
+PROGRESS_FILE = "progress.json"
+
+
+def read_live(path: Path) -> Snapshot | None:
+    """The snapshot in a ``progress.json`` (None if there is none or it cannot be read)."""
+    try:
+        return Snapshot.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
 
 
 class SweepProgress:

@@ -27,8 +27,6 @@ from hpo.trial.protocol import EPOCH_KEY, REPEAT_KEY, error_line, trial_status
 
 logger = logging.getLogger(__name__)
 
-#: The live state of a running sweep, in its state directory.
-PROGRESS_FILE = "progress.json"
 #: Metric logger: ``(metrics, step)`` onto the sweep's parent run.
 LogMetrics = Callable[[dict[str, float], int], None]
 
@@ -213,10 +211,3 @@ def trial_error_line(trial: Any, limit: int = 300) -> str:
     message = getattr(trial, "error_msg", None)
     return error_line(message)[:limit] if message else ""
 
-
-def read_live(path: Path) -> Snapshot | None:
-    """The snapshot in a ``progress.json`` (None if there is none or it cannot be read)."""
-    try:
-        return Snapshot.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
-        return None

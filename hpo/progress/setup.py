@@ -7,8 +7,8 @@ from typing import Any
 from hpo.config import SweepConfig
 from hpo.config.tracking_uri import masked
 from hpo.options import RunOptions
-from hpo.progress.live import SweepProgress
-from hpo.progress.monitor import PROGRESS_FILE, SweepMonitor
+from hpo.progress.live import PROGRESS_FILE, SweepProgress
+from hpo.progress.monitor import SweepMonitor
 from hpo.progress.sweep import SweepPlan
 from hpo.progress.views import Header, JsonView, LiveView, PlainView, View
 

@@ -91,3 +91,13 @@ def test_the_install_leaves_out_what_the_reader_never_uses():
     from petastorm.reader import Reader  # noqa: F401
 
     assert importlib.util.find_spec("pyspark") is None
+
+
+def test_the_cli_starts_without_the_heavy_stack():
+    """``hpo status`` / ``report`` / ``validate`` are polled from terminals and scripts: loading the CLI
+    imports none of Ray, TensorFlow, Horovod, MLflow, SciPy, pandas or Optuna; each command imports what it uses."""
+    heavy = ("ray", "tensorflow", "horovod", "mlflow", "scipy", "pandas", "optuna", "petastorm", "sklearn")
+    probe = f"import sys, hpo.cli.main; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"

@@ -12,8 +12,8 @@ from rich.console import Console
 
 from hpo.progress import SweepPlan
 from hpo.progress import views as views_module
-from hpo.progress.live import Snapshot, SweepProgress
-from hpo.progress.monitor import PROGRESS_FILE, SweepMonitor, read_live, trial_error_line
+from hpo.progress.live import PROGRESS_FILE, Snapshot, SweepProgress, read_live
+from hpo.progress.monitor import SweepMonitor, trial_error_line
 from hpo.progress.views import Header, JsonView, LiveView, PlainView, duration, money, sweep_text
 
 HEADER = Header("s", "4 trials × 2 workers, optuna-tpe + asha, up to 10 epochs each", "hpo ui --mlflow-uri x",
