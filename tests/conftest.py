@@ -60,19 +60,28 @@ def hpo_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(["hpo", *args], result.exit_code, result.stdout, result.stderr)
 
 
-def quiet_ports(count: int) -> list[int]:
-    """``count`` consecutive TCP ports, free now, between 20000 and the kernel's ephemeral range.
+#: The blocks of :func:`quiet_ports`, one per kind of user. A test cluster's worker-port range is free until
+#: its workers start, so a server that picked a port free at that moment inside it (the restarted MLflow
+#: server of one test process, inside the two-node cluster of the other) took a Ray worker's port: the
+#: sweep's writes went to a gRPC server and the cluster's workers could not start. Disjoint blocks rule it out.
+QUIET_BLOCKS = {"server": (20000, 24000), "cluster": (24000, None)}
+
+
+def quiet_ports(count: int, block: str) -> list[int]:
+    """``count`` consecutive TCP ports, free now, in ``block`` of the range from 20000 to the ephemeral one.
 
     No process is handed these by chance: a bind to port 0 (Ray's gRPC servers, every client socket) gets
     a port of the ephemeral range, and Ray's default worker ports are 10002-19999. A test server that is
-    killed and restarted on the same port, or a test cluster whose every port is explicit, takes its ports
-    here, so that the other test process of ``make test`` cannot take them in between.
+    killed and restarted on the same port (``block="server"``), or a test cluster whose every port is
+    explicit (``block="cluster"``), takes its ports here, so that the other test process of ``make test``
+    cannot take them in between.
     """
     import random
     import socket
 
-    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    for start in random.sample(range(20000, low - count), 200):
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    first, end = QUIET_BLOCKS[block]
+    for start in random.sample(range(first, min(end or ephemeral, ephemeral) - count), 200):
         try:
             for port in range(start, start + count):
                 with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -80,7 +89,7 @@ def quiet_ports(count: int) -> list[int]:
         except OSError:
             continue
         return list(range(start, start + count))
-    raise RuntimeError(f"no {count} free ports between 20000 and the ephemeral range")
+    raise RuntimeError(f"no {count} free ports in the quiet block '{block}'")
 
 
 def ensure_ray_token(ray_cli: str) -> None:

@@ -63,7 +63,7 @@ def restartable_port() -> int:
     say), and the sweep's HTTP writes then hang on a server that never answers HTTP/1.1 instead of being
     refused.
     """
-    return quiet_ports(1)[0]
+    return quiet_ports(1, "server")[0]
 
 
 def wait_for_an_epoch(client, experiment: str, proc: subprocess.Popen, timeout: float = 300) -> bool:

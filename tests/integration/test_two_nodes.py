@@ -105,7 +105,7 @@ def cluster(tmp_path_factory) -> Iterator[TwoNodes]:
     disk.mkdir()
     moto = MotoServer(root / "moto.log").start()
     temp_dir = Path(tempfile.mkdtemp(prefix="hpo-2n-", dir="/tmp"))  # short: Ray's socket paths are limited
-    ports = iter(quiet_ports(2 * (WORKER_PORTS + 8) + 3))
+    ports = iter(quiet_ports(2 * (WORKER_PORTS + 8) + 3, "cluster"))
     port = next(ports)
     # Token authentication on: both nodes and the probes present the token (hpo finds it on its own).
     env = {**os.environ, **moto.env(), "RAY_USAGE_STATS_ENABLED": "0", "TF_USE_LEGACY_KERAS": "1",
@@ -181,6 +181,10 @@ def test_a_local_storage_is_refused_before_any_trial(cluster):
     assert not list((cluster.disk / "runs").glob("local-storage/hpo_trial_*"))  # no trial started
 
 
+def _text(output: str | bytes | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
+
+
 def _final_models(cluster: TwoNodes, name: str) -> list[str]:
     return [k for k in cluster.moto.keys(cluster.bucket, f"runs/{name}/") if k.endswith("/model.keras")]
 
@@ -217,8 +221,11 @@ def test_sweep_of_a_users_s3_dataset_killed_and_resumed_on_two_nodes(cluster, tm
             os.killpg(first.pid, signal.SIGKILL)
     finished_before = {k.split("/")[2] for k in _final_models(cluster, "two-nodes")}
 
-    second = subprocess.run([*cmd, "--resume"], cwd=cluster.disk, capture_output=True, text=True, timeout=600,
-                            env=cluster.env())
+    try:
+        second = subprocess.run([*cmd, "--resume"], cwd=cluster.disk, capture_output=True, text=True, timeout=420,
+                                env=cluster.env())
+    except subprocess.TimeoutExpired as exc:  # say what the resumed sweep was doing, not only that it hung
+        pytest.fail(f"the resumed sweep did not end in 420 s: {_text(exc.stdout)[-3000:]}{_text(exc.stderr)[-3000:]}")
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     state = next((cluster.disk / "hpo_runs" / "_shared").glob("s3-*")) / "two-nodes"
     summary = json.loads((state / "summary.json").read_text())
