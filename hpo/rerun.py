@@ -18,6 +18,7 @@ from typing import Literal
 
 from hpo.errors import ConfigError
 from hpo.options import SUMMARY_FILE, RunOptions
+from hpo.progress.journal import EVENTS_FILE
 from hpo.storage import Storage
 
 SweepState = Literal["new", "interrupted", "finished"]
@@ -91,6 +92,9 @@ def prepare_rerun(name: str, options: RunOptions, source: str) -> Path | None:
     path = options.sweep_dir(name) / SUMMARY_FILE
     if state == "finished" and options.resume:
         return path
-    if path.is_file() and not options.resume:
-        path.unlink()  # hpo's own file, under --overwrite: the new run has not finished yet
+    if not options.resume:
+        # hpo's own files, under --overwrite: the new run has not finished yet, and its journal starts afresh
+        for own in (path, options.sweep_dir(name) / EVENTS_FILE):
+            if own.is_file():
+                own.unlink()
     return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -177,6 +178,10 @@ class SweepProgress:
         samples_per_epoch: Training examples in one epoch of one trial (None: unknown).
         started: Unix time the sweep started (default: now).
         samples: Monte-Carlo samples per estimate.
+
+    Attributes:
+        recorder: Called with each trial event (``start``, ``result``, ``end``, with its time ``t``) as it is
+            recorded; None: none (the monitor sets a :class:`~hpo.progress.journal.Journal`).
     """
 
     def __init__(
@@ -191,6 +196,7 @@ class SweepProgress:
         self.samples = samples
         self.trials: dict[str, TrialTrack] = {}
         self.order: list[str] = []  # trial ids in the order they ended
+        self.recorder: Callable[[dict[str, Any]], None] | None = None
 
     def start(self, trial_id: str, params: dict[str, Any] | None = None, now: float | None = None) -> TrialTrack:
         """A trial started (or was seen again after a resume); returns its record (an ended one stays ended)."""
@@ -198,15 +204,19 @@ class SweepProgress:
         if track is None:
             started = time.time() if now is None else now
             track = self.trials[trial_id] = TrialTrack(trial_id, dict(params or {}), started)
+            self._record({"event": "start", "t": started, "trial": trial_id, "params": track.params})
         return track
 
     def result(
         self, trial_id: str, epoch: int, value: Any, epoch_seconds: Any = None, now: float | None = None
     ) -> None:
         """A trial reported epoch ``epoch`` (1-based): its objective value and the seconds it took."""
-        track = self.start(trial_id)
+        track = self.start(trial_id, now=now)
+        now = time.time() if now is None else now
         if track.first_at is None and not track.values:
-            track.first_at = time.time() if now is None else now
+            track.first_at = now
+        self._record({"event": "result", "t": now, "trial": trial_id, "epoch": epoch, "value": value,
+                      "seconds": epoch_seconds})
         number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
         if epoch > len(track.values):
             track.values.extend([math.nan] * (epoch - 1 - len(track.values)))
@@ -216,11 +226,16 @@ class SweepProgress:
 
     def end(self, trial_id: str, status: TrialState, now: float | None = None) -> None:
         """A trial ended (``completed``, ``stopped_early``, ``failed`` or ``diverged``)."""
-        track = self.start(trial_id)
+        track = self.start(trial_id, now=now)
         if track.ended is None:
             self.order.append(trial_id)
         track.status = status
         track.ended = time.time() if now is None else now
+        self._record({"event": "end", "t": track.ended, "trial": trial_id, "status": status})
+
+    def _record(self, event: dict[str, Any]) -> None:
+        if self.recorder is not None:
+            self.recorder(event)
 
     def best(self) -> tuple[str | None, float | None]:
         """The best trial so far among completed and stopped-early ones: ``(trial id, value)``."""

@@ -20,6 +20,7 @@ from typing import Any
 
 from ray.tune import Callback
 
+from hpo.progress.journal import Journal, sweep_event
 from hpo.progress.live import Snapshot, SweepProgress
 from hpo.progress.views import Header, View
 from hpo.storage import write_text_atomic
@@ -39,18 +40,20 @@ class SweepMonitor(Callback):
         header: What the views show first.
         views: Where snapshots go (none: only ``progress.json`` and MLflow).
         live_file: ``STATE/NAME/progress.json``; None: not written.
+        events_file: ``STATE/NAME/progress_events.jsonl`` (:mod:`~hpo.progress.journal`); None: not written.
         tick_s: Seconds between snapshots.
         log_every_s: Seconds between forecasts logged to MLflow.
     """
 
     def __init__(
         self, progress: SweepProgress, header: Header, views: list[View], live_file: Path | None = None,
-        tick_s: float = 2.0, log_every_s: float = 30.0,
+        tick_s: float = 2.0, log_every_s: float = 30.0, events_file: Path | None = None,
     ) -> None:
         self.progress = progress
         self.header = header
         self.views = views
         self.live_file = live_file
+        self.events_file = events_file
         self.tick_s = tick_s
         self.log_every_s = log_every_s
         #: Logs metrics on the parent run; set once the tracker exists.
@@ -62,7 +65,8 @@ class SweepMonitor(Callback):
 
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles its callbacks with the Tuner; a resumed sweep is given a new monitor instead.
-        return {"progress": None, "header": self.header, "views": [], "live_file": None, "log": None}
+        return {"progress": None, "header": self.header, "views": [], "live_file": None, "events_file": None,
+                "log": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, tick_s=2.0, log_every_s=30.0, last_tick=0.0, last_log=-math.inf,
@@ -76,7 +80,11 @@ class SweepMonitor(Callback):
             view.start(self.header)
 
     def checked(self) -> None:
-        """The sweep's checks passed: ``progress.json`` says ``starting`` until the first trial reports."""
+        """The sweep's checks passed: the journal starts a segment; ``progress.json`` says ``starting``."""
+        if self.events_file is not None:
+            journal = Journal(self.events_file)
+            journal(sweep_event(self.progress))
+            self.progress.recorder = journal
         self._write(self.progress.snapshot(state="starting"))
 
     def close(self, state: str) -> Snapshot | None:

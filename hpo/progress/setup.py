@@ -7,6 +7,7 @@ from typing import Any
 from hpo.config import SweepConfig
 from hpo.config.tracking_uri import masked
 from hpo.options import RunOptions
+from hpo.progress.journal import EVENTS_FILE
 from hpo.progress.live import PROGRESS_FILE, SweepProgress
 from hpo.progress.monitor import SweepMonitor
 from hpo.progress.sweep import SweepPlan
@@ -59,10 +60,11 @@ def _notebook_widgets(console: Any) -> bool:
 
 
 def monitor_for(config: SweepConfig, options: RunOptions, planned: int, started: float | None = None) -> SweepMonitor:
-    """The sweep's monitor (``progress.json`` in its state directory, the views of ``options``)."""
+    """The sweep's monitor (``progress.json`` and the journal in its state directory, the views of ``options``)."""
     progress = SweepProgress(config.name, config.objective.metric, sweep_plan(config, planned), started=started)
-    live_file = options.sweep_dir(config.name) / PROGRESS_FILE
-    return SweepMonitor(progress, header(config, options, planned), views(options), live_file)
+    state = options.sweep_dir(config.name)
+    return SweepMonitor(progress, header(config, options, planned), views(options), state / PROGRESS_FILE,
+                        events_file=state / EVENTS_FILE)
 
 
 def samples_per_epoch(spec: Any) -> int | None:

@@ -1,0 +1,111 @@
+"""A sweep's progress journal: every trial start, epoch and end with its time, to replay the forecast.
+
+The monitor appends one JSON line per event to ``STATE/NAME/progress_events.jsonl``: first a ``sweep``
+line (its name, objective, plan and start time), then ``start``, ``result`` and ``end`` lines as Tune
+reports them. :func:`replay` rebuilds the :class:`~hpo.progress.live.SweepProgress` the sweep had at any
+moment, so the forecast shown live can be recomputed later, with today's estimator, from the same inputs
+(``benchmarks/progress_sweeps.py`` does so for recorded real sweeps). A resumed sweep appends a new
+``sweep`` line; each run of the driver is one segment. Pure Python: no Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from hpo.progress.live import SweepProgress
+from hpo.progress.sweep import SweepPlan
+
+logger = logging.getLogger(__name__)
+
+#: The journal, in the sweep's state directory beside ``progress.json``.
+EVENTS_FILE = "progress_events.jsonl"
+
+
+class Journal:
+    """Appends a sweep's progress events to a JSON-lines file; a write that fails is warned about once.
+
+    Args:
+        path: The file (created with its directory; an existing one is appended to).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._warned = False
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        """Appends one event (non-finite numbers are written as null)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as handle:
+                handle.write(json.dumps(_finite(event), default=str) + "\n")
+        except OSError as exc:
+            if not self._warned:
+                self._warned = True
+                logger.warning("%s not written: %s", self.path, exc)
+
+
+def sweep_event(progress: SweepProgress) -> dict[str, Any]:
+    """The first line of a segment: what :func:`replay` needs to rebuild ``progress``."""
+    return {"event": "sweep", "t": progress.started, "name": progress.name, "metric": progress.metric,
+            "samples_per_epoch": progress.samples_per_epoch, "plan": asdict(progress.plan)}
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """The events of a journal (a line that cannot be read, e.g. cut short by a crash, is skipped)."""
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    return events
+
+
+def segments(events: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """The journal's segments, one per run of the driver, each starting with its ``sweep`` line."""
+    current: list[dict[str, Any]] = []
+    for event in events:
+        if event.get("event") == "sweep":
+            if current:
+                yield current
+            current = [event]
+        elif current:
+            current.append(event)
+    if current:
+        yield current
+
+
+def replay(segment: list[dict[str, Any]], until: float | None = None, samples: int = 300) -> SweepProgress:
+    """The sweep's record as it stood at time ``until`` (Unix time; None: after every event of the segment).
+
+    Args:
+        segment: One segment of a journal (see :func:`segments`).
+        until: Events after this time are left out.
+        samples: Monte-Carlo samples of the rebuilt record's estimates.
+    """
+    head = segment[0]
+    progress = SweepProgress(head["name"], head["metric"], SweepPlan(**head["plan"]),
+                             samples_per_epoch=head.get("samples_per_epoch"), started=head["t"], samples=samples)
+    for event in segment[1:]:
+        now = event["t"]
+        if until is not None and now > until:
+            break
+        kind, trial = event["event"], event.get("trial")
+        if kind == "start":
+            progress.start(trial, event.get("params"), now=now)
+        elif kind == "result":
+            value = event.get("value")
+            progress.result(trial, event["epoch"], math.nan if value is None else value, event.get("seconds"), now=now)
+        elif kind == "end":
+            progress.end(trial, event["status"], now=now)
+    return progress
+
+
+def _finite(event: dict[str, Any]) -> dict[str, Any]:
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in event.items()}
