@@ -268,7 +268,9 @@ class SweepProgress:
         tracks = list(self.trials.values())
         counts = {s: sum(t.status == s for t in tracks) for s in ("completed", "stopped_early", "failed", "diverged")}
         running = [t for t in tracks if t.status == "running"]
-        estimate = estimate_sweep([_history(t) for t in tracks], plan, samples=self.samples)
+        # The first trials of a sweep start its workers; later ones start on workers an ended trial warmed.
+        histories = [_history(t, warm=i >= plan.max_concurrent) for i, t in enumerate(tracks)]
+        estimate = estimate_sweep(histories, plan, samples=self.samples)
         epochs = sum(len(t.values) for t in tracks)
         best_id, best_value = self.best()
         spent = estimate.cost_spent
@@ -308,9 +310,9 @@ class SweepProgress:
         )
 
 
-def _history(track: TrialTrack) -> TrialHistory:
+def _history(track: TrialTrack, warm: bool | None = None) -> TrialHistory:
     return TrialHistory(track.values, track.seconds or None, _HISTORY_STATUS[track.status],  # type: ignore[arg-type]
-                        track.cpus, track.gpus, track.startup_s)
+                        track.cpus, track.gpus, track.startup_s, warm)
 
 
 def _finite(value: float) -> float | None:

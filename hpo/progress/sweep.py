@@ -16,7 +16,10 @@ Each Monte-Carlo sample is one possible future of the sweep:
    fewer than two timed epochs gets the steady cost of a started trial drawn at random, and one with none
    timed yet also a started trial's first-epoch extra (compiling, warming caches); a trial not started yet
    gets a cost by the Bayesian bootstrap of the measured ones (:mod:`hpo.progress.pools`) and pays a
-   start-up drawn so from the started ones' (seconds from its start to its first epoch, plus that extra);
+   start-up drawn so from the started ones' (seconds from its start to its first epoch, plus that extra).
+   Start-ups and extras come from trials that started as the one drawing them will: a trial not started
+   yet starts on workers an earlier trial warmed (processes, imports and data caches paid once per slot),
+   so it draws from the warm starts once one is measured, and from every start until then;
 4. the trials not started yet queue for ``max_concurrent`` slots (first come, first served), so the sweep
    ends when its last slot is free, or when a running trial reaches the objective goal, or at the time
    budget, whichever comes first.
@@ -28,6 +31,7 @@ trials record later moving the scheduler's cut-offs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -56,6 +60,8 @@ class TrialHistory:
         gpus: GPUs it holds; None: the plan's ``gpus_per_trial``.
         startup_s: Seconds from the trial's start to the start of its first epoch (actors, workers, data);
             None: not measured.
+        warm: True if it started on workers an earlier trial had started (no process start-up, imports or
+            data cache left to pay), False if it started them itself; None: unknown.
     """
 
     values: tuple[float, ...] | list[float]
@@ -64,6 +70,7 @@ class TrialHistory:
     cpus: float | None = None
     gpus: float | None = None
     startup_s: float | None = None
+    warm: bool | None = None
 
     def __post_init__(self) -> None:
         if self.status not in ("running", "finished", "stopped", "failed"):
@@ -109,6 +116,16 @@ class SweepPlan:
     gpus_per_trial: float = 0.0
     cost_per_cpu_hour: float = 0.0
     cost_per_gpu_hour: float = 0.0
+
+    @property
+    def rule(self) -> Scheduler:
+        """The scheduler as it decides for this sweep: Tune's synchronous HyperBand, one trial at a time, is FIFO.
+
+        HyperBand keeps the best ``n`` live trials of a bracket at each milestone, ``n`` counted from the
+        bracket's planned size (never below one); with one trial at a time the only live trial is the one at
+        the milestone, so none is ever stopped.
+        """
+        return "fifo" if self.scheduler == "hyperband" and self.max_concurrent <= 1 else self.scheduler
 
     def __post_init__(self) -> None:
         if self.scheduler not in ("asha", "hyperband", "median", "fifo"):
@@ -205,7 +222,7 @@ def _simulate_running(
             continue
         others = [y for j, y in enumerate(ys) if j != i]
         stops = scheduler_stops(
-            plan.scheduler,
+            plan.rule,
             sim.stops,
             sim.paths,
             ys[i],
@@ -229,7 +246,7 @@ def _futures(
 ) -> tuple[Futures, bool]:
     """Every running and pending trial's length and epoch cost, per sample; and whether any was learnt."""
     simulated = _simulate_running(trials, ys, plan, samples, rng)
-    cuts = replayed_stops(plan.scheduler, ys, plan.grace_period, plan.reduction_factor, plan.max_epochs)
+    cuts = replayed_stops(plan.rule, ys, plan.grace_period, plan.reduction_factor, plan.max_epochs)
     ended = [i for i, t in enumerate(trials) if t.status in ("finished", "stopped") and len(ys[i])]
     columns = [np.full(samples, min(len(ys[i]), cuts[i])) for i in ended]
     columns += [np.minimum(stops, cuts[i]) for i, (stops, _) in simulated.items()]
@@ -239,7 +256,7 @@ def _futures(
     known = np.array([c for c in steady if c is not None])
     if not len(known):  # only first epochs measured so far: they are the best there is
         known = np.array([c for c in (epoch_cost(t.epoch_seconds) for t in trials) if c is not None])
-    overheads = np.array([o for o in (_overhead(t) for t in trials) if o is not None])
+    overheads = _alike(trials, _overhead, warm=True)
     running = [i for i, t in enumerate(trials) if t.status == "running"]
     pending = max(0, plan.planned_trials - len(trials))
     lengths, goal, costs = [], [], []
@@ -251,9 +268,11 @@ def _futures(
         costs.append(np.full(samples, cost) if cost is not None else pick(known, samples, rng))
     pending_costs = list(draw_costs(known, pending, samples, rng).T)
     pending_overheads = draw_costs(overheads, pending, samples, rng) if len(overheads) else np.zeros((samples, pending))
-    extras = np.array([e for e in (first_epoch_extra(t.epoch_seconds) for t in trials) if e is not None])
-    unstarted = [not len(epoch_times(trials[i].epoch_seconds)) and len(extras) for i in running]
-    first_extras = [pick(extras, samples, rng) if u else np.zeros(samples) for u in unstarted]
+    first_extras = []
+    for i in running:
+        extras = _alike(trials, lambda t: first_epoch_extra(t.epoch_seconds), warm=trials[i].warm)
+        unstarted = not len(epoch_times(trials[i].epoch_seconds)) and len(extras)
+        first_extras.append(pick(extras, samples, rng) if unstarted else np.zeros(samples))
     futures = Futures(
         done=np.array([len(ys[i]) for i in running], dtype=float),
         lengths=stack(lengths, samples),
@@ -267,6 +286,13 @@ def _futures(
         overheads=stack(first_extras, samples),
     )
     return futures, learnt
+
+
+def _alike(trials: list[TrialHistory], value: Callable[[TrialHistory], float | None], warm: bool | None) -> np.ndarray:
+    """``value`` of the trials that started as ``warm`` says, where one is known; else of every trial."""
+    values = [(t.warm, v) for t in trials if (v := value(t)) is not None]
+    same = [v for w, v in values if w is not None and w == warm]
+    return np.array(same if same else [v for _, v in values])
 
 
 def _overhead(trial: TrialHistory) -> float | None:

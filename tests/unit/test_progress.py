@@ -256,3 +256,15 @@ def test_a_trials_start_up_is_measured_and_pending_trials_pay_it():
     snap = progress.snapshot(now=14.0)
     # each of the two trials still to start: 9 s start-up + 2 s first-epoch extra + about 3 epochs of 1 s
     assert 2 * (9 + 2 + 1) <= snap.remaining_s_median <= 2 * (9 + 2 + 10)
+
+
+def test_the_first_trials_start_cold_and_pending_trials_pay_a_warm_start():
+    progress = SweepProgress("s", "val_accuracy", _plan(planned_trials=4, max_concurrent=1), started=0.0)
+    for trial_id, begin, startup in (("a", 0.0, 20.0), ("b", 24.0, 0.5)):  # a starts the workers, b reuses them
+        progress.start(trial_id, now=begin)
+        for epoch in (1, 2, 3):
+            progress.result(trial_id, epoch, 0.5, 1.0, now=begin + startup + epoch)
+        progress.end(trial_id, "completed", now=begin + startup + 3)
+    snap = progress.snapshot(now=27.5)
+    # two trials to start, each 0.5 s on the warm workers and about 3 epochs of 1 s (not 20 s to start)
+    assert 2 * (0.5 + 1) <= snap.remaining_s_median <= 2 * (0.5 + 10)

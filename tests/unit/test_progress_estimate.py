@@ -379,6 +379,44 @@ def test_a_running_trial_with_no_epoch_yet_pays_the_first_epochs_extra(monkeypat
     assert e.epochs_median == 8 + 4
 
 
+def test_hyperband_one_trial_at_a_time_stops_nothing_and_two_at_a_time_may():
+    # a good curve and a poor one that HyperBand-as-ASHA would cut at its first milestones
+    ended = [TrialHistory(list(plateau(top=t)[:8]), [1.0] * 8, "finished") for t in (0.9, 0.3, 0.9, 0.3)]
+
+    def forecast(scheduler, concurrent):
+        plan = SweepPlan(planned_trials=10, max_concurrent=concurrent, max_epochs=8, scheduler=scheduler)
+        return estimate_sweep(ended, plan).remaining_s_median
+
+    assert forecast("hyperband", 1) == forecast("fifo", 1)
+    assert forecast("hyperband", 2) < forecast("fifo", 2)
+
+
+def test_pending_trials_pay_a_warm_start_once_one_is_measured(monkeypatch):
+    monkeypatch.setattr(pools, "PRIOR_WEIGHT", 0.0)
+    plan = SweepPlan(planned_trials=12, max_concurrent=1, max_epochs=30, scheduler="fifo")
+
+    def ended(known):  # a cold first trial (30 s to start its workers), then one on the warm workers (1 s)
+        first, second = (False, True) if known else (None, None)
+        return [TrialHistory(list(plateau()[:4]), [1.0] * 4, "finished", startup_s=s, warm=w)
+                for s, w in ((30.0, first), (1.0, second))]
+
+    e = estimate_sweep(ended(known=True), plan)
+    assert e.remaining_s_low == e.remaining_s_median == e.remaining_s_high == 10 * (1.0 + 4 * 1.0)
+    unknown = estimate_sweep(ended(known=False), plan)  # who started warm unknown: every start-up is drawn from
+    assert unknown.remaining_s_median > 10 * (1.0 + 4 * 1.0) + 60
+    only_cold = [TrialHistory(list(plateau()[:4]), [1.0] * 4, "finished", startup_s=30.0, warm=False)]
+    assert estimate_sweep(only_cold, plan).remaining_s_median == 11 * (30.0 + 4 * 1.0)  # nothing better known
+
+
+def test_a_warm_running_trial_with_no_epoch_yet_pays_a_warm_first_epochs_extra(monkeypatch):
+    monkeypatch.setattr(pools, "PRIOR_WEIGHT", 0.0)
+    cold = TrialHistory(list(plateau()[:4]), [9.0, 1.0, 1.0, 1.0], "finished", warm=False)
+    warm = TrialHistory(list(plateau()[:4]), [2.0, 1.0, 1.0, 1.0], "finished", warm=True)
+    just_started = TrialHistory([], None, "running", warm=True)
+    plan = SweepPlan(planned_trials=3, max_concurrent=1, max_epochs=30, scheduler="fifo")
+    assert estimate_sweep([cold, warm, just_started], plan).remaining_s_median == 4 * 1.0 + (2.0 - 1.0)
+
+
 def test_many_pending_trials_keep_the_uncertainty_of_the_few_start_ups_measured(monkeypatch):
     monkeypatch.setattr(pools, "PRIOR_WEIGHT", 0.0)
     ended = [TrialHistory(list(plateau()[:4]), [1.0] * 4, "finished", startup_s=s) for s in (0.0, 0.0, 30.0)]
