@@ -166,12 +166,12 @@ def record_sweep(seed: int, index: int, data: Path, timeout: int) -> dict[str, A
         shutil.rmtree(work, ignore_errors=True)  # the benchmark's own temporary directory
 
 
-def load_records(path: Path) -> dict[int, dict[str, Any]]:
-    """The recordings in ``path`` by sweep index (none if the file does not exist)."""
+def load_records(path: Path) -> dict[tuple[int, int], dict[str, Any]]:
+    """The recordings in ``path`` by ``(seed, index)``, the last of each (none if the file does not exist)."""
     if not path.is_file():
         return {}
     records = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
-    return {r["index"]: r for r in records}
+    return {(r["seed"], r["index"]): r for r in records}
 
 
 # ----------------------------------------------------------------------------------------- evaluation
@@ -189,7 +189,7 @@ def evaluate(record: dict[str, Any], fraction: float) -> dict[str, Any] | None:
     moment = ends[needed - 1]
     snapshot = replay(events, until=moment, samples=SAMPLES).snapshot(now=moment)
     elapsed = snapshot.elapsed_s
-    out: dict[str, Any] = {"index": record["index"], "truth_s": truth, "elapsed_s": elapsed, "ended": needed,
+    out: dict[str, Any] = {"sweep": _key(record), "truth_s": truth, "elapsed_s": elapsed, "ended": needed,
                            "planned": planned, "naive_s": round(elapsed * planned / needed, 2)}
     if snapshot.remaining_s_median is not None:
         out.update(replayed_s=round(elapsed + snapshot.remaining_s_median, 2),
@@ -222,23 +222,24 @@ def summarize(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
     }
 
 
-def report(records: dict[int, dict[str, Any]], began: float) -> dict[str, Any]:
-    """The benchmark's JSON result over every usable recording."""
-    usable = [r for r in sorted(records.values(), key=lambda r: r["index"]) if r["exit_code"] == 0 and r["wall_s"]]
-    by_fraction, per_sweep = {}, {r["index"]: {} for r in usable}
+def report(records: dict[tuple[int, int], dict[str, Any]], began: float, held_out: set[str]) -> dict[str, Any]:
+    """The benchmark's JSON result over every usable recording (and the ``held_out`` ones apart)."""
+    usable = [records[k] for k in sorted(records) if records[k]["exit_code"] == 0 and records[k]["wall_s"]]
+    by_fraction, per_sweep = {}, {_key(r): {} for r in usable}
     for fraction in FRACTIONS:
         rows = [x for x in (evaluate(r, fraction) for r in usable) if x is not None]
         covered = [r["replayed_covered"] for r in rows if "replayed_covered" in r]
         by_fraction[f"{fraction:.0%}"] = {
             "replayed": {**summarize(rows, "replayed"),
                          "coverage_80": round(sum(covered) / len(covered), 3) if covered else None},
+            "replayed_held_out": summarize([r for r in rows if r["sweep"] in held_out], "replayed"),
             "shown": summarize(rows, "shown"),
             "naive_elapsed_x_planned_over_ended": summarize(rows, "naive"),
         }
         for row in rows:
-            per_sweep[row["index"]][f"{fraction:.0%}"] = row
+            per_sweep[row["sweep"]][f"{fraction:.0%}"] = row
     first = by_fraction["25%"]["replayed"]
-    settings = [{"index": r["index"], "wall_s": r["wall_s"], "statuses": _count(r["statuses"]),
+    settings = [{"sweep": _key(r), "wall_s": r["wall_s"], "statuses": _count(r["statuses"]),
                  "model": r["config"]["model"].split(".")[-1], "data": r["config"]["data"]["train"].split("/")[-1],
                  "search": r["config"]["search"], "scheduler": r["config"]["scheduler"],
                  "trial": r["config"]["trial"]} for r in usable]
@@ -251,7 +252,8 @@ def report(records: dict[int, dict[str, Any]], began: float) -> dict[str, Any]:
                   "up to that moment; shown = the forecast the user saw; naive = elapsed x planned / ended",
         "recorded": len(records),
         "usable": len(usable),
-        "failed_recordings": [r["index"] for r in records.values() if r not in usable],
+        "failed_recordings": [_key(r) for r in records.values() if r not in usable],
+        "held_out": sorted(held_out),
         "by_trials_ended": by_fraction,
         "targets": [{
             "name": "sweep_wall_time_within_25pct_on_real_sweeps",
@@ -267,6 +269,10 @@ def report(records: dict[int, dict[str, Any]], began: float) -> dict[str, Any]:
     }
 
 
+def _key(record: dict[str, Any]) -> str:
+    return f"{record['seed']}-{record['index']}"
+
+
 def _count(statuses: list[str | None]) -> dict[str, int]:
     out: dict[str, int] = {}
     for status in statuses:
@@ -279,10 +285,11 @@ def print_table(result: dict[str, Any], out: str) -> None:
     print(f"\n{result['usable']} real sweeps (of {result['recorded']} recorded)")
     print(f"{'ended':>6} {'forecast':>9} {'median err':>11} {'p90 err':>8} {'max err':>8} {'within25':>9}")
     for fraction, row in result["by_trials_ended"].items():
-        for key in ("replayed", "shown", "naive_elapsed_x_planned_over_ended"):
+        for key in ("replayed", "replayed_held_out", "shown", "naive_elapsed_x_planned_over_ended"):
             s = row[key]
             if s.get("sweeps"):
-                print(f"{fraction:>6} {key.split('_')[0]:>9} {s['median_abs_pct_error']:>10}% "
+                name = "held-out" if key.endswith("held_out") else key.split("_")[0]
+                print(f"{fraction:>6} {name:>9} {s['median_abs_pct_error']:>10}% "
                       f"{s['p90_abs_pct_error']:>7}% {s['max_abs_pct_error']:>7}% {s['within_25pct']:>4}/{s['sweeps']}")
     for t in result["targets"]:
         print(f"[{'met' if t['met'] else 'NOT met'}] {t['name']}: {t['measured']}")
@@ -296,6 +303,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the sweeps' settings")
     parser.add_argument("--timeout", type=int, default=900, help="seconds one sweep may take")
     parser.add_argument("--evaluate-only", action="store_true", help="evaluate the recordings, run nothing")
+    parser.add_argument("--held-out", nargs="*", default=[], metavar="SEED-INDEX",
+                        help="sweeps no estimator choice was made on, reported apart (e.g. 1-0 1-1)")
     parser.add_argument("--data", default=str(Path.home() / ".cache" / "hpo" / "forecast_examples"))
     parser.add_argument("--record", default=str(ROOT / "benchmarks" / "results" / "progress_sweeps.jsonl"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "progress_sweeps.json"))
@@ -306,15 +315,15 @@ def main() -> None:
     if not args.evaluate_only:
         data = example_data(Path(args.data))
         for index in range(args.sweeps):
-            if index in records and records[index]["seed"] == args.seed:
+            if (args.seed, index) in records:
                 continue
             rec = record_sweep(args.seed, index, data, args.timeout)
-            records[index] = rec
+            records[(args.seed, index)] = rec
             with path.open("a") as handle:
                 handle.write(json.dumps(rec) + "\n")
             print(f"sweep {index}: exit {rec['exit_code']}, wall {rec['wall_s']} s, {_count(rec['statuses'])}",
                   flush=True)
-    result = report(records, began)
+    result = report(records, began, set(args.held_out))
     write_report(result, args.out)
     print_table(result, args.out)
 
