@@ -48,6 +48,7 @@ bench: install-dev
 	$(BIN)/python benchmarks/data.py
 	$(BIN)/python benchmarks/stats.py
 	$(BIN)/python benchmarks/progress.py
+	$(BIN)/python benchmarks/progress_sweeps.py
 
 clean:
 	rm -rf $(VENV) hpo_runs mlflow.db

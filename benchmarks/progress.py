@@ -13,7 +13,8 @@ epochs without early stopping, recording every epoch's validation metrics and wa
    epoch times; the absolute % error of ``epochs_median`` against the true length, and whether the 80 %
    interval holds it, are recorded, next to the naive predictors "current epoch + patience" (capped at
    max_epochs) and "max_epochs".
-2. **Sweep level.** Sweeps are *simulated replays of the real curves*, not real Ray sweeps: N trials drawn
+2. **Sweep level.** Sweeps are *simulated replays of the real curves*, not real Ray sweeps (those are
+   ``benchmarks/progress_sweeps.py``): N trials drawn
    from one dataset's curves run on ``max_concurrent`` slots, each epoch taking its recorded seconds, under
    EarlyStopping and Ray Tune's own scheduler objects (``AsyncHyperBandScheduler`` with one bracket,
    ``MedianStoppingRule``, or FIFO), built as ``hpo.search.schedulers`` builds them and fed each replayed

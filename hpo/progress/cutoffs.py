@@ -7,7 +7,8 @@ observed epochs); results other trials record later are not foreseen.
   epochs below ``max_epochs``; a trial reaching a rung continues only if its value there is at least the
   ``1 - 1/reduction_factor`` quantile of the values recorded at that rung (none recorded: it continues).
 - ``hyperband``: taken as the same rule with ``grace_period`` 1 (Tune's synchronous brackets, and the pauses
-  they make, are not modelled); with one trial at a time it stops nothing (``SweepPlan.rule``: ``fifo``).
+  they make, are not modelled); with fewer trials at once than its first bracket holds it stops nothing
+  (``SweepPlan.rule``: ``fifo``).
 - ``median`` (Tune's ``MedianStoppingRule``): from ``grace_period`` on, a trial stops at an epoch where its
   best value so far is below the median of the other trials' mean values from ``grace_period`` to that
   epoch, once at least three others have reached it.

@@ -31,6 +31,7 @@ trials record later moving the scheduler's cut-offs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -119,13 +120,18 @@ class SweepPlan:
 
     @property
     def rule(self) -> Scheduler:
-        """The scheduler as it decides for this sweep: Tune's synchronous HyperBand, one trial at a time, is FIFO.
+        """The scheduler as it decides: HyperBand with fewer trials at once than its first bracket holds is FIFO.
 
-        HyperBand keeps the best ``n`` live trials of a bracket at each milestone, ``n`` counted from the
-        bracket's planned size (never below one); with one trial at a time the only live trial is the one at
-        the milestone, so none is ever stopped.
+        Tune's ``HyperBandScheduler`` adds trials to its current bracket until that bracket has as many
+        *live* trials as it plans (an ended trial leaves it); the first bracket plans
+        ``round(log(max_t) / log(reduction_factor)) + 1`` trials and runs each to ``max_t`` without a
+        halving. With fewer trials at once it never fills, every trial joins it, and none is stopped.
         """
-        return "fifo" if self.scheduler == "hyperband" and self.max_concurrent <= 1 else self.scheduler
+        if self.scheduler == "hyperband":
+            first_bracket = round(math.log(max(self.max_epochs, 1)) / math.log(self.reduction_factor)) + 1
+            if self.max_concurrent < first_bracket:
+                return "fifo"
+        return self.scheduler
 
     def __post_init__(self) -> None:
         if self.scheduler not in ("asha", "hyperband", "median", "fifo"):

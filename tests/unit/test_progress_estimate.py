@@ -379,7 +379,22 @@ def test_a_running_trial_with_no_epoch_yet_pays_the_first_epochs_extra(monkeypat
     assert e.epochs_median == 8 + 4
 
 
-def test_hyperband_one_trial_at_a_time_stops_nothing_and_two_at_a_time_may():
+@pytest.mark.parametrize(("max_epochs", "factor", "first_bracket"), [(8, 2, 4), (15, 2, 5), (20, 3, 4), (100, 3, 5)])
+def test_hyperband_with_fewer_trials_at_once_than_its_first_bracket_holds_stops_nothing(max_epochs, factor,
+                                                                                        first_bracket):
+    from ray.tune.schedulers import HyperBandScheduler
+
+    tune_band = HyperBandScheduler(max_t=max_epochs, reduction_factor=factor)
+    assert tune_band._get_n0(0) == first_bracket  # Tune's first bracket: that many trials, no halving
+
+    def rule(concurrent):
+        return SweepPlan(planned_trials=30, max_concurrent=concurrent, max_epochs=max_epochs, scheduler="hyperband",
+                         reduction_factor=factor).rule
+
+    assert rule(first_bracket - 1) == "fifo" and rule(first_bracket) == "hyperband"
+
+
+def test_hyperband_forecast_as_fifo_or_as_cut_by_its_rungs():
     # a good curve and a poor one that HyperBand-as-ASHA would cut at its first milestones
     ended = [TrialHistory(list(plateau(top=t)[:8]), [1.0] * 8, "finished") for t in (0.9, 0.3, 0.9, 0.3)]
 
@@ -387,8 +402,8 @@ def test_hyperband_one_trial_at_a_time_stops_nothing_and_two_at_a_time_may():
         plan = SweepPlan(planned_trials=10, max_concurrent=concurrent, max_epochs=8, scheduler=scheduler)
         return estimate_sweep(ended, plan).remaining_s_median
 
-    assert forecast("hyperband", 1) == forecast("fifo", 1)
-    assert forecast("hyperband", 2) < forecast("fifo", 2)
+    assert forecast("hyperband", 3) == forecast("fifo", 3)
+    assert forecast("hyperband", 4) < forecast("fifo", 4)
 
 
 def test_pending_trials_pay_a_warm_start_once_one_is_measured(monkeypatch):
