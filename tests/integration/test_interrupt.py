@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from hpo.progress.journal import EVENTS_FILE, read_events, replay, segments
 from tests.conftest import HPO, ROOT
 
 pytestmark = pytest.mark.slow
@@ -84,6 +86,17 @@ def test_ctrl_c_keeps_what_finished_registers_nothing_and_resume_completes(tmp_p
         assert steps == list(range(1, 7)), (child.data.tags["hpo.trial_id"], steps)  # each epoch exactly once
     versions = client.search_model_versions("name = 'stopped'")
     assert len(versions) == 1
+    # The progress journal: one segment per run of the driver; the first holds the trial that finished before
+    # Ctrl-C, epoch by epoch, and a replay of it gives that run's last counts.
+    parts = list(segments(read_events(runs / "stopped" / EVENTS_FILE)))
+    assert len(parts) == 2
+    done = next(trial for trial, status in statuses.items() if status == "completed")
+    events = [e for e in parts[0] if e.get("trial") == done]
+    assert [e["event"] for e in events] == ["start", *["result"] * 6, "end"]
+    assert [e["epoch"] for e in events if e["event"] == "result"] == list(range(1, 7))
+    assert all(a["t"] <= b["t"] for a, b in itertools.pairwise(events))
+    assert replay(parts[0]).snapshot().completed == 1
+    assert replay(parts[1]).snapshot().completed == 3
 
 
 def test_sigterm_exits_143_and_the_sweep_says_interrupted(tmp_path, write_sweep):
