@@ -262,7 +262,7 @@ def _futures(
     known = np.array([c for c in steady if c is not None])
     if not len(known):  # only first epochs measured so far: they are the best there is
         known = np.array([c for c in (epoch_cost(t.epoch_seconds) for t in trials) if c is not None])
-    overheads = _alike(trials, _overhead, warm=True)
+    overheads = _warm(trials, _overhead)
     running = [i for i, t in enumerate(trials) if t.status == "running"]
     pending = max(0, plan.planned_trials - len(trials))
     lengths, goal, costs = [], [], []
@@ -276,7 +276,8 @@ def _futures(
     pending_overheads = draw_costs(overheads, pending, samples, rng) if len(overheads) else np.zeros((samples, pending))
     first_extras = []
     for i in running:
-        extras = _alike(trials, lambda t: first_epoch_extra(t.epoch_seconds), warm=trials[i].warm)
+        extra = lambda t: first_epoch_extra(t.epoch_seconds)  # noqa: E731
+        extras = _warm(trials, extra) if trials[i].warm else _alike(trials, extra, warm=trials[i].warm)
         unstarted = not len(epoch_times(trials[i].epoch_seconds)) and len(extras)
         first_extras.append(pick(extras, samples, rng) if unstarted else np.zeros(samples))
     futures = Futures(
@@ -292,6 +293,22 @@ def _futures(
         overheads=stack(first_extras, samples),
     )
     return futures, learnt
+
+
+def _warm(trials: list[TrialHistory], value: Callable[[TrialHistory], float | None]) -> np.ndarray:
+    """``value`` for a trial that will start on warm workers: the warm trials' once one is measured.
+
+    Before that, with only cold starts measured, a warm start costs somewhere between nothing (the reused
+    workers skip it all) and a cold trial's first-epoch extra (building and tracing the model, which a warm
+    start repeats; not its start-up, the worker processes and imports it skips): drawn uniformly between.
+    With no trial known as warm or cold, every trial's.
+    """
+    if any(t.warm and value(t) is not None for t in trials):
+        return _alike(trials, value, warm=True)
+    cold = [first_epoch_extra(t.epoch_seconds) or 0.0 for t in trials if t.warm is False and value(t) is not None]
+    if cold:
+        return (np.array(cold)[:, None] * np.linspace(0.0, 1.0, 11)[None, :]).ravel()
+    return _alike(trials, value, warm=None)
 
 
 def _alike(trials: list[TrialHistory], value: Callable[[TrialHistory], float | None], warm: bool | None) -> np.ndarray:
