@@ -19,7 +19,8 @@ Each Monte-Carlo sample is one possible future of the sweep:
    start-up drawn so from the started ones' (seconds from its start to its first epoch, plus that extra).
    Start-ups and extras come from trials that started as the one drawing them will: a trial not started
    yet starts on workers an earlier trial warmed (processes, imports and data caches paid once per slot),
-   so it draws from the warm starts once one is measured, and from every start until then;
+   so it draws from the warm starts once one is measured; until then, between nothing and a cold trial's
+   first-epoch extra (not the worker start-up the reuse skips), uniformly;
 4. the trials not started yet queue for ``max_concurrent`` slots (first come, first served), so the sweep
    ends when its last slot is free, or when a running trial reaches the objective goal, or at the time
    budget, whichever comes first.
