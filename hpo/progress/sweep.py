@@ -275,12 +275,14 @@ def _futures(
         costs.append(np.full(samples, cost) if cost is not None else pick(known, samples, rng))
     pending_costs = list(draw_costs(known, pending, samples, rng).T)
     pending_overheads = draw_costs(overheads, pending, samples, rng) if len(overheads) else np.zeros((samples, pending))
+    extra = lambda t: first_epoch_extra(t.epoch_seconds)  # noqa: E731
+    extras = {warm: _warm(trials, extra) if warm else _alike(trials, extra, warm=warm)
+              for warm in {trials[i].warm for i in running}}  # one pool per kind of start, not per trial
     first_extras = []
     for i in running:
-        extra = lambda t: first_epoch_extra(t.epoch_seconds)  # noqa: E731
-        extras = _warm(trials, extra) if trials[i].warm else _alike(trials, extra, warm=trials[i].warm)
-        unstarted = not len(epoch_times(trials[i].epoch_seconds)) and len(extras)
-        first_extras.append(pick(extras, samples, rng) if unstarted else np.zeros(samples))
+        alike = extras[trials[i].warm]
+        unstarted = not len(epoch_times(trials[i].epoch_seconds)) and len(alike)
+        first_extras.append(pick(alike, samples, rng) if unstarted else np.zeros(samples))
     futures = Futures(
         done=np.array([len(ys[i]) for i in running], dtype=float),
         lengths=stack(lengths, samples),
@@ -304,19 +306,23 @@ def _warm(trials: list[TrialHistory], value: Callable[[TrialHistory], float | No
     start repeats; not its start-up, the worker processes and imports it skips): drawn uniformly between.
     With no trial known as warm or cold, every trial's.
     """
-    if any(t.warm and value(t) is not None for t in trials):
-        return _alike(trials, value, warm=True)
-    cold = [first_epoch_extra(t.epoch_seconds) or 0.0 for t in trials if t.warm is False and value(t) is not None]
+    measured = [(t, v) for t in trials if (v := value(t)) is not None]
+    if any(t.warm for t, _ in measured):
+        return _same_start(measured, warm=True)
+    cold = [first_epoch_extra(t.epoch_seconds) or 0.0 for t, _ in measured if t.warm is False]
     if cold:
         return (np.array(cold)[:, None] * np.linspace(0.0, 1.0, 11)[None, :]).ravel()
-    return _alike(trials, value, warm=None)
+    return _same_start(measured, warm=None)
 
 
 def _alike(trials: list[TrialHistory], value: Callable[[TrialHistory], float | None], warm: bool | None) -> np.ndarray:
     """``value`` of the trials that started as ``warm`` says, where one is known; else of every trial."""
-    values = [(t.warm, v) for t in trials if (v := value(t)) is not None]
-    same = [v for w, v in values if w is not None and w == warm]
-    return np.array(same if same else [v for _, v in values])
+    return _same_start([(t, v) for t in trials if (v := value(t)) is not None], warm)
+
+
+def _same_start(measured: list[tuple[TrialHistory, float]], warm: bool | None) -> np.ndarray:
+    same = [v for t, v in measured if t.warm is not None and t.warm == warm]
+    return np.array(same if same else [v for _, v in measured])
 
 
 def _overhead(trial: TrialHistory) -> float | None:
