@@ -1,4 +1,4 @@
-"""Every use of a private API of Ray, Optuna (through Ray's ``OptunaSearch``), MLflow and Horovod.
+"""Every use of a private API of Ray, Optuna (through Ray's ``OptunaSearch``), MLflow, Horovod and TensorFlow.
 
 These are the reason the stack is pinned exactly. Each accessor names the version it was checked
 against (:data:`CHECKED`); ``tests/unit/test_compat.py`` checks every one against the installed
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 #: The versions every accessor below was checked against.
-CHECKED = {"ray": "2.60.0", "optuna": "5.0.0", "mlflow": "3.17.2", "horovod": "0.28.1"}
+CHECKED = {"ray": "2.60.0", "optuna": "5.0.0", "mlflow": "3.17.2", "horovod": "0.28.1", "tensorflow": "2.21.0"}
 
 
 # -- Ray Tune schedulers (ray 2.60.0) ---------------------------------------------------------------
@@ -264,6 +264,24 @@ def mlflow_create_tables(engine: Any) -> None:
     from mlflow.store.db.utils import _initialize_tables
 
     _initialize_tables(engine)
+
+
+# -- TensorFlow (2.21.0) ------------------------------------------------------------------------------
+
+
+def autograph_skips_horovod() -> None:
+    """Puts ``horovod`` on AutoGraph's do-not-convert list (``tensorflow.python.autograph.core.config``).
+
+    Horovod runs its gradient allreduce in a ``tf.function`` of its own, and AutoGraph then converts every
+    Horovod function that one calls (``allreduce``, ``_allreduce_cond``, the process-set look-ups) once per
+    worker process: ~0.7 CPU-s of source transformation in the first training step, for code whose only
+    tensor-dependent branch is an explicit ``tf.cond``. TensorFlow and tf-keras are on the list already.
+    Calling it again changes nothing.
+    """
+    from tensorflow.python.autograph.core import config
+
+    if not any(isinstance(rule, config.DoNotConvert) and rule.matches("horovod") for rule in config.CONVERSION_RULES):
+        config.CONVERSION_RULES = (config.DoNotConvert("horovod"), *config.CONVERSION_RULES)
 
 
 # -- Horovod (0.28.1) ---------------------------------------------------------------------------------

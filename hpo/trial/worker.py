@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hpo import compat
 from hpo.trial.affinity import worker_claim
 from hpo.trial.protocol import REPEAT_KEY
 from hpo.trial.spec import TRAINER_PARAMS, TrialSpec, optimizer_config, resolve_model
@@ -164,6 +165,7 @@ def _start_horovod(spec: TrialSpec, hvd: Any, tf: Any) -> None:
         worker_claim(spec.cpus_per_worker, spec.gpus_per_worker).refresh()
     os.environ.setdefault("HOROVOD_CYCLE_TIME", str(cycle_time_ms(spec.gpus_per_worker)))
     hvd.init()
+    compat.autograph_skips_horovod()
     intra, inter = tf_threads(spec.cpus_per_worker)
     tf.config.threading.set_intra_op_parallelism_threads(intra)
     tf.config.threading.set_inter_op_parallelism_threads(inter)

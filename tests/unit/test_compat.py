@@ -87,6 +87,26 @@ def test_mlflow_tracking_uri_switch(tmp_path):
     assert mlflow.get_tracking_uri() == before
 
 
+def test_autograph_skips_horovod_and_nothing_else(monkeypatch):
+    import horovod.tensorflow as hvd_tf
+    from tensorflow.python.autograph.core import config
+    from tensorflow.python.autograph.impl import conversion
+
+    monkeypatch.setattr(config, "CONVERSION_RULES", config.CONVERSION_RULES)  # restored after the test
+    before = len(config.CONVERSION_RULES)
+    assert not conversion.is_allowlisted(hvd_tf.allreduce)
+    compat.autograph_skips_horovod()
+    compat.autograph_skips_horovod()
+    assert conversion.is_allowlisted(hvd_tf.allreduce), _broken(
+        "autograph_skips_horovod", "tensorflow", "autograph.core.config.CONVERSION_RULES")
+    assert len(config.CONVERSION_RULES) == before + 1  # once, however often it is called
+
+    def user_step(x):
+        return x
+
+    assert not conversion.is_allowlisted(user_step)  # the user's own code is still converted
+
+
 def test_horovod_executor_adapter():
     from horovod.ray import RayExecutor
 
