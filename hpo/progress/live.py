@@ -10,6 +10,7 @@ Python and NumPy: no Ray.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import time
@@ -18,7 +19,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from hpo.progress.sweep import SweepPlan, TrialHistory, estimate_sweep
+from hpo.progress.sweep import SweepEstimate, SweepPlan, TrialHistory, estimate_sweep
 from hpo.progress.trial import estimate_trial
 
 #: How a trial stands: running, or how it ended.
@@ -72,6 +73,15 @@ class TrialLine:
     percent_done: float | None = None
     method: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The line as JSON-ready data, converted once per line (an ended trial's line is reused by every
+        later snapshot, so a sweep of thousands of trials does not convert them all again at each write)."""
+        cached = self.__dict__.get("_as_dict")
+        if cached is None:
+            cached = asdict(self)
+            object.__setattr__(self, "_as_dict", cached)
+        return dict(cached)
 
 
 @dataclass(frozen=True)
@@ -139,8 +149,8 @@ class Snapshot:
 
     def to_dict(self) -> dict[str, Any]:
         """The snapshot as JSON-ready data (``progress.json``, ``--json-progress``)."""
-        data = asdict(self)
-        data["trials"] = [asdict(t) for t in self.trials]
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "trials"}
+        data["trials"] = [t.to_dict() for t in self.trials]
         return data
 
     @classmethod
@@ -171,6 +181,10 @@ def read_live(path: Path) -> Snapshot | None:
 class SweepProgress:
     """Records a sweep's trials as they report, and snapshots them.
 
+    The counts, the best ended trial, the optimisation history and the ended trials' lines are kept as
+    trials report, so a snapshot costs the running trials (and the sweep estimate), not every trial the
+    sweep has held; a trial that reports again after its end makes the next snapshot rebuild them once.
+
     Args:
         name: The sweep.
         metric: The objective.
@@ -182,6 +196,7 @@ class SweepProgress:
     Attributes:
         recorder: Called with each trial event (``start``, ``result``, ``end``, with its time ``t``) as it is
             recorded; None: none (the monitor sets a :class:`~hpo.progress.journal.Journal`).
+        estimate_cost_s: Seconds the last sweep estimate took (what a caller bounds its refresh rate by).
     """
 
     def __init__(
@@ -197,6 +212,34 @@ class SweepProgress:
         self.trials: dict[str, TrialTrack] = {}
         self.order: list[str] = []  # trial ids in the order they ended
         self.recorder: Callable[[dict[str, Any]], None] | None = None
+        self.estimate_cost_s = 0.0
+        self._estimate: SweepEstimate | None = None
+        self._seq: dict[str, int] = {}  # trial id -> its place in self.trials (ties go to the earlier trial)
+        self._stale = False
+        self._reset()
+
+    def _reset(self) -> None:
+        """Empties the kept state (rebuilt from :attr:`trials` by :meth:`_rebuild`)."""
+        self._running: dict[str, TrialTrack] = {}
+        self._ended_keys: list[tuple[float, int]] = []  # (started, seq) of the ended lines, sorted
+        self._ended_lines: list[TrialLine] = []
+        self._line_of: dict[str, TrialLine] = {}
+        self._counts = dict.fromkeys(("completed", "stopped_early", "failed", "diverged"), 0)
+        self._epochs = 0
+        self._best_ended: tuple[int, str, float] | None = None  # (seq, trial id, value)
+        self._history: list[float] = []
+
+    def _rebuild(self) -> None:
+        """Rebuilds the kept state from every trial (after a trial reported again once it had ended)."""
+        self._reset()
+        order, self.order = self.order, []
+        for track in self.trials.values():
+            self._epochs += len(track.values)
+            if track.ended is None:
+                self._running[track.trial_id] = track
+        for trial_id in order:
+            self._ended(self.trials[trial_id])
+        self._stale = False
 
     def start(self, trial_id: str, params: dict[str, Any] | None = None, now: float | None = None) -> TrialTrack:
         """A trial started (or was seen again after a resume); returns its record (an ended one stays ended)."""
@@ -204,6 +247,8 @@ class SweepProgress:
         if track is None:
             started = time.time() if now is None else now
             track = self.trials[trial_id] = TrialTrack(trial_id, dict(params or {}), started)
+            self._seq[trial_id] = len(self._seq)
+            self._running[trial_id] = track
             self._record({"event": "start", "t": started, "trial": trial_id, "params": track.params})
         return track
 
@@ -215,79 +260,127 @@ class SweepProgress:
         now = time.time() if now is None else now
         if track.first_at is None and not track.values:
             track.first_at = now
+        self._stale |= track.ended is not None  # an ended trial's line, counts and history change
         self._record({"event": "result", "t": now, "trial": trial_id, "epoch": epoch, "value": value,
                       "seconds": epoch_seconds})
         number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
         if epoch > len(track.values):
+            self._epochs -= len(track.values)
             track.values.extend([math.nan] * (epoch - 1 - len(track.values)))
             track.values.append(number)
+            self._epochs += len(track.values)
         if isinstance(epoch_seconds, (int, float)) and math.isfinite(epoch_seconds) and epoch_seconds >= 0:
             track.seconds.append(float(epoch_seconds))
 
     def end(self, trial_id: str, status: TrialState, now: float | None = None) -> None:
         """A trial ended (``completed``, ``stopped_early``, ``failed`` or ``diverged``)."""
         track = self.start(trial_id, now=now)
-        if track.ended is None:
-            self.order.append(trial_id)
+        again = track.ended is not None
         track.status = status
         track.ended = time.time() if now is None else now
+        if again:
+            self._stale = True
+        else:
+            self._running.pop(trial_id, None)
+            if not self._stale:
+                self._ended(track)
+            else:
+                self.order.append(trial_id)
         self._record({"event": "end", "t": track.ended, "trial": trial_id, "status": status})
+
+    def _ended(self, track: TrialTrack) -> None:
+        """Adds an ended trial to the order, the counts, the best, the history and the sorted ended lines."""
+        self.order.append(track.trial_id)
+        self._counts[track.status] += 1
+        mode = self.plan.mode
+        seq = self._seq.get(track.trial_id, len(self._seq))
+        value = _best(track.values, mode) if track.status in ("completed", "stopped_early") else None
+        if value is not None and _better_first((seq, track.trial_id, value), self._best_ended, mode):
+            self._best_ended = (seq, track.trial_id, value)
+        best = self._history[-1] if self._history else None
+        if value is not None and (best is None or (value > best if mode == "max" else value < best)):
+            best = value
+        if best is not None:
+            self._history.append(best)
+        line = self._line_of[track.trial_id] = self._line(track, track.ended or track.started)
+        key = (track.started, seq)
+        at = bisect.bisect_right(self._ended_keys, key)
+        self._ended_keys.insert(at, key)
+        self._ended_lines.insert(at, line)
 
     def _record(self, event: dict[str, Any]) -> None:
         if self.recorder is not None:
             self.recorder(event)
 
+    def _fresh(self) -> None:
+        if self._stale:
+            self._rebuild()
+
     def best(self) -> tuple[str | None, float | None]:
-        """The best trial so far among completed and stopped-early ones: ``(trial id, value)``."""
-        better = max if self.plan.mode == "max" else min
-        scored = [(t.trial_id, _best(t.values, self.plan.mode)) for t in self.trials.values()
-                  if t.status in ("completed", "stopped_early", "running")]
-        scored = [(tid, v) for tid, v in scored if v is not None]
-        if not scored:
-            return None, None
-        return better(scored, key=lambda item: item[1])
+        """The best trial so far among completed, stopped-early and running ones: ``(trial id, value)``."""
+        self._fresh()
+        mode = self.plan.mode
+        best = self._best_ended
+        for track in self._running.values():
+            value = _best(track.values, mode)
+            if value is not None:
+                candidate = (self._seq.get(track.trial_id, 0), track.trial_id, value)
+                if _better_first(candidate, best, mode):
+                    best = candidate
+        return (None, None) if best is None else (best[1], best[2])
 
     def best_after_each_trial(self) -> list[float]:
         """The best value after each ended trial, in the order they ended (the optimisation history)."""
-        out: list[float] = []
-        best: float | None = None
-        for trial_id in self.order:
-            track = self.trials[trial_id]
-            value = _best(track.values, self.plan.mode) if track.status in ("completed", "stopped_early") else None
-            if value is not None and (best is None or (value > best if self.plan.mode == "max" else value < best)):
-                best = value
-            if best is not None:
-                out.append(best)
-        return out
+        self._fresh()
+        return list(self._history)
 
-    def snapshot(self, now: float | None = None, state: SweepState = "running") -> Snapshot:
-        """The sweep now, with fresh estimates (a few hundred milliseconds at most for a large sweep)."""
+    def best_so_far(self) -> float | None:
+        """The last value of :meth:`best_after_each_trial` (None before any trial scored)."""
+        self._fresh()
+        return self._history[-1] if self._history else None
+
+    def ended_line(self, trial_id: str) -> TrialLine | None:
+        """The line of an ended trial as the last snapshot showed it (None for a running or unknown one)."""
+        return None if self._stale else self._line_of.get(trial_id)
+
+    def snapshot(self, now: float | None = None, state: SweepState = "running", estimate: bool = True) -> Snapshot:
+        """The sweep now (a few hundred milliseconds at most for a large sweep).
+
+        Args:
+            now: Unix time of the snapshot (default: now).
+            state: The sweep's state.
+            estimate: Compute fresh Monte-Carlo estimates; False: counts, trials and best are fresh and the
+                sweep's estimate is the last one computed (what a caller does between its bounded refreshes).
+        """
+        self._fresh()
         now = time.time() if now is None else now
         elapsed = max(0.0, now - self.started)
         plan = replace(self.plan, elapsed_s=elapsed)
-        tracks = list(self.trials.values())
-        counts = {s: sum(t.status == s for t in tracks) for s in ("completed", "stopped_early", "failed", "diverged")}
-        running = [t for t in tracks if t.status == "running"]
-        # The first trials of a sweep start its workers; later ones start on workers an ended trial warmed.
-        histories = [_history(t, warm=i >= plan.max_concurrent) for i, t in enumerate(tracks)]
-        estimate = estimate_sweep(histories, plan, samples=self.samples)
-        epochs = sum(len(t.values) for t in tracks)
+        if estimate or self._estimate is None:
+            clock = time.perf_counter()
+            # The first trials of a sweep start its workers; later ones start on workers an ended trial warmed.
+            histories = [_history(t, warm=i >= plan.max_concurrent) for i, t in enumerate(self.trials.values())]
+            self._estimate = estimate_sweep(histories, plan, samples=self.samples)
+            self.estimate_cost_s = time.perf_counter() - clock
+        sweep = self._estimate
         best_id, best_value = self.best()
-        spent = estimate.cost_spent
+        spent = sweep.cost_spent
         total = [None if c is None else (spent or 0.0) + c
-                 for c in (estimate.cost_median, estimate.cost_low, estimate.cost_high)]
+                 for c in (sweep.cost_median, sweep.cost_low, sweep.cost_high)]
+        epochs = self._epochs
+        running = sorted(self._running.values(), key=lambda t: (t.started, self._seq.get(t.trial_id, 0)))
         return Snapshot(
             name=self.name, state=state, time=now, elapsed_s=round(elapsed, 2), metric=self.metric,
-            mode=plan.mode, max_epochs=plan.max_epochs, planned=max(plan.planned_trials, len(tracks)), **counts,
-            running=len(running), pending=max(0, plan.planned_trials - len(tracks)),
-            remaining_s_median=estimate.remaining_s_median, remaining_s_low=estimate.remaining_s_low,
-            remaining_s_high=estimate.remaining_s_high, cost_spent=spent if plan.priced else None,
+            mode=plan.mode, max_epochs=plan.max_epochs, planned=max(plan.planned_trials, len(self.trials)),
+            **self._counts, running=len(running), pending=max(0, plan.planned_trials - len(self.trials)),
+            remaining_s_median=sweep.remaining_s_median, remaining_s_low=sweep.remaining_s_low,
+            remaining_s_high=sweep.remaining_s_high, cost_spent=spent if plan.priced else None,
             cost_total_median=total[0], cost_total_low=total[1], cost_total_high=total[2],
             epochs_per_min=round(60.0 * epochs / elapsed, 2) if elapsed > 0 else 0.0,
             samples_per_s=(round(epochs * self.samples_per_epoch / elapsed, 1)
                            if self.samples_per_epoch and elapsed > 0 else None),
-            best_trial_id=best_id, best_value=best_value, method=estimate.method,
-            trials=tuple(self._line(t, now) for t in sorted(tracks, key=lambda t: (t.status != "running", t.started))),
+            best_trial_id=best_id, best_value=best_value, method=sweep.method,
+            trials=tuple(self._line(t, now) for t in running) + tuple(self._ended_lines),
         )
 
     def _line(self, track: TrialTrack, now: float) -> TrialLine:
@@ -313,6 +406,16 @@ class SweepProgress:
 def _history(track: TrialTrack, warm: bool | None = None) -> TrialHistory:
     return TrialHistory(track.values, track.seconds or None, _HISTORY_STATUS[track.status],  # type: ignore[arg-type]
                         track.cpus, track.gpus, track.startup_s, warm)
+
+
+def _better_first(candidate: tuple[int, str, float], best: tuple[int, str, float] | None, mode: str) -> bool:
+    """Whether ``candidate`` ``(seq, trial id, value)`` beats ``best``: a better value, or the same from an
+    earlier trial (the first of equals wins, as ``max``/``min`` over the trials in order pick it)."""
+    if best is None:
+        return True
+    if candidate[2] == best[2]:
+        return candidate[0] < best[0]
+    return candidate[2] > best[2] if mode == "max" else candidate[2] < best[2]
 
 
 def _finite(value: float) -> float | None:

@@ -21,7 +21,7 @@ from typing import Any
 from ray.tune import Callback
 
 from hpo.progress.journal import Journal, sweep_event
-from hpo.progress.live import Snapshot, SweepProgress
+from hpo.progress.live import Snapshot, SweepProgress, TrialLine
 from hpo.progress.views import Header, View
 from hpo.storage import write_text_atomic
 from hpo.trial.protocol import EPOCH_KEY, REPEAT_KEY, error_line, trial_status
@@ -41,13 +41,22 @@ class SweepMonitor(Callback):
         views: Where snapshots go (none: only ``progress.json`` and MLflow).
         live_file: ``STATE/NAME/progress.json``; None: not written.
         events_file: ``STATE/NAME/progress_events.jsonl`` (:mod:`~hpo.progress.journal`); None: not written.
-        tick_s: Seconds between snapshots.
+        tick_s: Seconds between snapshots with fresh estimates (``progress.json`` is written with each).
         log_every_s: Seconds between forecasts logged to MLflow.
+        estimate_share: The most of one core the sweep estimate may take: fresh estimates come at most every
+            ``max(tick_s, cost of the last one / estimate_share)`` seconds, so a sweep of thousands of trials
+            refreshes its forecast less often instead of slowing its driver down. None: every ``tick_s``.
+
+    Between fresh estimates, a trial's first epoch or end still reaches the views at once, with fresh counts
+    and trial lines and the last estimate (:meth:`SweepProgress.snapshot` with ``estimate=False``); the file
+    and MLflow get only the fresh snapshots, so the driver's work per trial event does not grow with the
+    sweep.
     """
 
     def __init__(
         self, progress: SweepProgress, header: Header, views: list[View], live_file: Path | None = None,
         tick_s: float = 2.0, log_every_s: float = 30.0, events_file: Path | None = None,
+        estimate_share: float | None = 0.1,
     ) -> None:
         self.progress = progress
         self.header = header
@@ -56,6 +65,7 @@ class SweepMonitor(Callback):
         self.events_file = events_file
         self.tick_s = tick_s
         self.log_every_s = log_every_s
+        self.estimate_share = estimate_share
         #: Logs metrics on the parent run; set once the tracker exists.
         self.log: LogMetrics | None = None
         self.last_tick = 0.0
@@ -70,7 +80,7 @@ class SweepMonitor(Callback):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, tick_s=2.0, log_every_s=30.0, last_tick=0.0, last_log=-math.inf,
-                             synced=True, snapshot=None)
+                             synced=True, snapshot=None, estimate_share=0.1)
 
     # -- the sweep's own calls ---------------------------------------------------------------------
 
@@ -153,30 +163,40 @@ class SweepMonitor(Callback):
             return
         self.progress.end(trial.trial_id, status)  # type: ignore[arg-type]
         self._tick(force=True, event=(trial.trial_id, "ended", detail))
-        history = self.progress.best_after_each_trial()
-        if self.log is not None and history:
-            self._send({f"best_so_far_{self.progress.metric}": history[-1]}, len(self.progress.order))
+        best = self.progress.best_so_far()
+        if self.log is not None and best is not None:
+            self._send({f"best_so_far_{self.progress.metric}": best}, len(self.progress.order))
 
     def _tick(self, force: bool = False, event: tuple[str, str, str] | None = None) -> Snapshot | None:
-        """A fresh snapshot to the views (``event``: a trial's first epoch or end, shown first), the file, MLflow."""
+        """A snapshot to the views (``event``: a trial's first epoch or end, shown first); when the refresh
+        interval has passed, with fresh estimates, and then also to the file and MLflow."""
         now = time.monotonic()
-        if not force and now - self.last_tick < self.tick_s:
+        fresh = now - self.last_tick >= self._interval()
+        if not force and not fresh:
             return None
-        self.last_tick = now
         try:
-            snapshot = self.progress.snapshot()
+            snapshot = self.progress.snapshot(estimate=fresh)
         except Exception:  # progress is a view; a bug in it must not stop the sweep
             logger.warning("progress estimate failed", exc_info=True)
             return None
+        if fresh:
+            self.last_tick = now
         self.snapshot = snapshot
-        line = None if event is None else next((t for t in snapshot.trials if t.trial_id == event[0]), None)
+        line = None if event is None else _line_of(snapshot, event[0], self.progress)
         for view in self.views:
             if line is not None:
                 view.trial_event(snapshot, line, event[1], event[2])  # type: ignore[index]
             view.update(snapshot)
-        self._write(snapshot)
-        self._log_forecast(snapshot)
+        if fresh:
+            self._write(snapshot)
+            self._log_forecast(snapshot)
         return snapshot
+
+    def _interval(self) -> float:
+        """Seconds between fresh estimates: ``tick_s``, or longer where an estimate costs more than its share."""
+        if self.estimate_share is None:
+            return self.tick_s
+        return max(self.tick_s, self.progress.estimate_cost_s / self.estimate_share)
 
     def _write(self, snapshot: Snapshot) -> None:
         if self.live_file is None:
@@ -205,6 +225,15 @@ class SweepMonitor(Callback):
             self.log(metrics, step)  # type: ignore[misc]
         except Exception as exc:  # noqa: BLE001 - the forecast is extra; the trials' results are what counts
             logger.warning("forecast not logged to MLflow: %s", exc)
+
+
+def _line_of(snapshot: Snapshot, trial_id: str, progress: SweepProgress) -> TrialLine | None:
+    """A trial's line in ``snapshot``: an ended one by its id, a running one among the first lines."""
+    line = progress.ended_line(trial_id)
+    if line is not None:
+        return line
+    return next((t for t in snapshot.trials[: snapshot.running] if t.trial_id == trial_id), None) or next(
+        (t for t in snapshot.trials if t.trial_id == trial_id), None)
 
 
 def trial_error_line(trial: Any, limit: int = 300) -> str:

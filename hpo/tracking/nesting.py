@@ -3,10 +3,17 @@
 Ray's ``MLflowLoggerCallback`` makes flat runs; :class:`MlflowNesting` is a Tune callback that runs in
 the sweep's driver process (the only MLflow writer, so a sqlite store sees no concurrent writers) and
 nests every trial run under the sweep's parent run.
+
+Its work per trial does not grow with the sweep: the trial → run map is kept as runs are created (a
+resumed sweep reads the runs of its earlier attempt once, not at every trial start), and epoch metrics,
+parameters and progress figures are queued and sent as one ``log_batch`` per run at most every
+``flush_every_s`` seconds and when the run is closed (the sweep's end, Ctrl-C, a failure), so a
+store commit is not paid for every epoch.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +45,14 @@ class MlflowNesting(Callback):
         mode: ``max`` or ``min``.
         sweep_name: The sweep's name (tag ``hpo.sweep`` of every trial run).
         spool_path: The sweep's spool file (``STORAGE/NAME/mlflow_spool.jsonl``).
+        resume: The sweep was started before: a trial may have a run already (looked up once, on the first
+            trial start).
+        flush_every_s: Seconds queued metrics and parameters may wait before they are sent.
     """
 
     def __init__(
-        self, sweep: SweepRun, objective: str, mode: str, sweep_name: str = "", spool_path: Path | None = None
+        self, sweep: SweepRun, objective: str, mode: str, sweep_name: str = "", spool_path: Path | None = None,
+        resume: bool = False, flush_every_s: float = 2.0,
     ) -> None:
         self.sweep = sweep
         self.sweep_name = sweep_name
@@ -53,6 +64,12 @@ class MlflowNesting(Callback):
         self._started: set[str] = set()
         self._closed: set[str] = set()
         self._last_step: dict[str, int] = {}
+        #: Runs of the earlier attempt of a resumed sweep, by trial id (None: not read yet); {} for a new sweep.
+        self._earlier: dict[str, str] | None = None if resume else {}
+        #: Writes waiting for the next flush: run key → (metrics, params).
+        self._queued: dict[str, tuple[list[tuple[str, float, int, int]], dict[str, str]]] = {}
+        self.flush_every_s = flush_every_s
+        self._last_flush = time.monotonic()
         #: Set (from the signal handler) when Ctrl-C or SIGTERM stops the sweep, before Tune stops the trials.
         self.interrupted = False
 
@@ -87,16 +104,42 @@ class MlflowNesting(Callback):
             },
         )
         params = {str(k): str(v)[:6000] for k, v in trial.config.items() if k != REPEAT_KEY}
-        self.outbox.log(key, params=params)
+        self.queue(key, params=params)
 
     def _existing_run(self, trial_id: str) -> str | None:
-        """The run of ``trial_id`` if the parent already has one (None, too, while the server is down)."""
-        if self.outbox.down:
-            return None
-        try:
-            return trial_run_ids(self.sweep, self.outbox.client).get(trial_id)
-        except Exception:  # noqa: BLE001  (server just went away: the outbox spools the new run's writes)
-            return None
+        """The run of ``trial_id`` if the earlier attempt of a resumed sweep made one (None for a new sweep,
+        and while the server is down)."""
+        if self._earlier is None:
+            if self.outbox.down:
+                return None
+            try:
+                self._earlier = trial_run_ids(self.sweep, self.outbox.client)
+            except Exception:  # noqa: BLE001  (server just went away: the outbox spools the new run's writes)
+                return None
+        return self._earlier.get(trial_id)
+
+    def queue(
+        self, key: str, metrics: list[tuple[str, float, int, int]] | None = None, params: dict[str, str] | None = None
+    ) -> None:
+        """Queues metrics and parameters for the run of ``key``; they are sent by the next :meth:`flush`."""
+        queued_metrics, queued_params = self._queued.setdefault(key, ([], {}))
+        queued_metrics.extend(metrics or ())
+        queued_params.update(params or {})
+
+    def flush(self, key: str | None = None, tags: dict[str, str] | None = None) -> None:
+        """Sends what is queued: for every run (``key`` None), or for one run together with ``tags``."""
+        keys = list(self._queued) if key is None else [key]
+        for each in keys:
+            metrics, params = self._queued.pop(each, ([], {}))
+            if metrics or params or (tags and each == key):
+                self.outbox.log(each, metrics=metrics, params=params, tags=tags if each == key else None)
+        if key is None:
+            self._last_flush = time.monotonic()
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        """Sends the queued writes once ``flush_every_s`` has passed since the last time."""
+        if self._queued and time.monotonic() - self._last_flush >= self.flush_every_s:
+            self.flush()
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         """Logs one epoch's metrics (step = epoch); the effective LR and global batch as params."""
@@ -113,7 +156,7 @@ class MlflowNesting(Callback):
         params = {}
         if step == 1 or result.get("training_iteration") == 1:
             params = {k: str(result[k]) for k in EFFECTIVE_KEYS if k in result}
-        self.outbox.log(f"trial:{trial.trial_id}", metrics=metrics, params=params)
+        self.queue(f"trial:{trial.trial_id}", metrics=metrics, params=params)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """Tags the run completed (max epochs, patience or goal) or stopped_early (scheduler) and closes it."""
@@ -128,7 +171,8 @@ class MlflowNesting(Callback):
         self._finish(trial, "FAILED", {"hpo.status": "failed", "hpo.stop_reason": reason})
 
     def mark_interrupted(self) -> None:
-        """Ctrl-C or SIGTERM is stopping the sweep (called from the signal handler)."""
+        """Ctrl-C or SIGTERM is stopping the sweep (called from the signal handler; the queued writes are
+        sent by the tracker's :meth:`~hpo.tracking.sweep_tracker.MlflowTracker.interrupt`)."""
         self.interrupted = True
 
     def open_trials(self) -> list[str]:
@@ -143,6 +187,7 @@ class MlflowNesting(Callback):
         """
         if self.interrupted:
             return
+        self.flush()
         for trial in trials:
             if trial.trial_id in self._started and trial.trial_id not in self._closed:
                 if finished(trial.last_result):
@@ -155,5 +200,5 @@ class MlflowNesting(Callback):
     def _finish(self, trial: Any, mlflow_status: str, tags: dict[str, str]) -> None:
         self._closed.add(trial.trial_id)
         key = f"trial:{trial.trial_id}"
-        self.outbox.log(key, tags=tags)
+        self.flush(key, tags=tags)
         self.outbox.terminate(key, mlflow_status)

@@ -97,8 +97,10 @@ class MlflowTracker:
             self.run = self._start(source, artifact_root)
             sweep_dir.mkdir(parents=True, exist_ok=True)
             state.write_text(json.dumps({"mlflow": self.run.__dict__}))
+        self.resumed = resume
         self.callback = MlflowNesting(
-            self.run, config.objective.metric, config.objective.mode, config.name, sweep_dir / SPOOL_NAME
+            self.run, config.objective.metric, config.objective.mode, config.name, sweep_dir / SPOOL_NAME,
+            resume=resume,
         )
         self.outbox = self.callback.outbox
 
@@ -133,7 +135,12 @@ class MlflowTracker:
         return {"uri": self.uri, "experiment_id": self.run.experiment_id, "parent_run_id": self.run.parent_run_id}
 
     def run_ids(self) -> dict[str, str]:
-        """Trial id → nested run id, including runs of an earlier attempt of a resumed sweep."""
+        """Trial id → nested run id, including runs of an earlier attempt of a resumed sweep.
+
+        A new sweep knows every run it created (no store query); a resumed one reads its runs once more.
+        """
+        if not self.resumed:
+            return self.callback.run_ids
         return {} if self.outbox.down else trial_run_ids(self.run)
 
     def finish(
@@ -145,7 +152,8 @@ class MlflowTracker:
         Returns:
             MLflow writes still waiting in the spool (the server was unreachable).
         """
-        if not self.outbox.down:  # a resumed sweep: close the runs of trials the crash took away
+        self.callback.flush()
+        if self.resumed and not self.outbox.down:  # close the runs of trials the crash took away
             close_lost_runs(self.run, set(self.run_ids()) - {r.trial_id for r in rows})
         self._close_parent(rows, best, goal, summary.get("statistics"))
         pending = self.outbox.flush() if self.outbox.down else 0  # sends what was spooled, if the server is back
@@ -167,10 +175,11 @@ class MlflowTracker:
     def log_progress(self, metrics: dict[str, float], step: int) -> None:
         """Logs progress figures on the parent run at ``step`` (the forecast: seconds since the start)."""
         now = int(time.time() * 1000)
-        self.outbox.log("sweep", metrics=[(k, float(v), now, step) for k, v in metrics.items() if finite(v)])
+        self.callback.queue("sweep", metrics=[(k, float(v), now, step) for k, v in metrics.items() if finite(v)])
 
     def fail(self) -> None:
         """Tags the parent run failed and closes it."""
+        self.callback.flush()
         self.outbox.log("sweep", tags={"hpo.status": "failed"})
         self.outbox.terminate("sweep", "FAILED")
 
@@ -186,6 +195,7 @@ class MlflowTracker:
         Returns:
             MLflow writes still waiting in the spool.
         """
+        self.callback.flush()
         for trial_id in self.callback.open_trials():
             key = f"trial:{trial_id}"
             self.outbox.log(key, tags={"hpo.status": "interrupted", "hpo.stop_reason": "sweep interrupted"})

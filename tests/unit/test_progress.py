@@ -34,7 +34,7 @@ def _trial(trial_id: str, **config) -> SimpleNamespace:
 def _monitor(tmp_path, console=None, plan=None, **kwargs) -> SweepMonitor:
     progress = SweepProgress("s", "val_accuracy", plan or _plan(), samples_per_epoch=1000, started=time.time())
     views = [PlainView(console, interval_s=5)] if console is not None else []
-    return SweepMonitor(progress, HEADER, views, tmp_path / PROGRESS_FILE, tick_s=0.0, **kwargs)
+    return SweepMonitor(progress, HEADER, views, tmp_path / PROGRESS_FILE, tick_s=0.0, estimate_share=None, **kwargs)
 
 
 def test_snapshot_counts_trials_best_speed_and_cost():
@@ -269,3 +269,36 @@ def test_the_first_trials_start_cold_and_pending_trials_pay_a_warm_start():
     snap = progress.snapshot(now=27.5)
     # two trials to start, each 0.5 s on the warm workers and about 3 epochs of 1 s (not 20 s to start)
     assert 2 * (0.5 + 1) <= snap.remaining_s_median <= 2 * (0.5 + 10)
+
+
+def test_the_kept_counts_best_history_and_lines_equal_a_rebuild_from_every_trial():
+    import random
+
+    rng = random.Random(5)
+    progress = SweepProgress("s", "val_accuracy", _plan(planned_trials=80), started=0.0)
+    clock = 0.0
+    for step in range(600):
+        clock += 1.0
+        trial_id = f"t{rng.randrange(60):02d}"
+        track = progress.trials.get(trial_id)
+        roll = rng.random()
+        if track is None or roll < 0.6:  # a result, now and then from a trial that ended already
+            epoch = len(track.values) + 1 if track else 1
+            value = rng.choice([rng.random(), rng.random(), float("nan"), 0.5])
+            progress.result(trial_id, epoch, value, 1.0, now=clock)
+        elif roll < 0.95 or track.ended is not None:
+            progress.end(trial_id, rng.choice(["completed", "stopped_early", "failed", "diverged"]), now=clock)
+        if step % 50 == 0:
+            progress.snapshot(now=clock)
+    kept = progress.snapshot(now=clock, estimate=False)
+    history = progress.best_after_each_trial()
+    progress._stale = True  # rebuilt from every trial, as after a trial reported again once it had ended
+    rebuilt = progress.snapshot(now=clock, estimate=False)
+    assert kept == rebuilt and progress.best_after_each_trial() == history
+    scored = [(t.trial_id, max(v for v in t.values if v == v)) for t in progress.trials.values()
+              if t.status in ("completed", "stopped_early", "running") and any(v == v for v in t.values)]
+    best = max(scored, key=lambda item: item[1])  # the first of equals, in the order the trials started
+    assert (kept.best_trial_id, kept.best_value) == best
+    assert kept.ended == sum(t.status != "running" for t in progress.trials.values())
+    ordered = sorted(progress.trials.values(), key=lambda t: (t.status != "running", t.started))
+    assert [line.trial_id for line in kept.trials] == [t.trial_id for t in ordered]

@@ -1,0 +1,222 @@
+"""The driver's cost per trial as a sweep grows: hpo against bare Ray Tune, on simulated trials.
+
+For each size (default 100, 1,000 and 5,000 trials) two sweeps run, one after the other, each in a fresh
+Python process of its own (so that one's memory and caches do not weigh on the other):
+
+- ``hpo``: ``hpo.tune`` of ``search_spaces/digits_mlp.yaml`` with the simulated backend
+  (``trial.backend=simulated``, ``--epoch-s`` per epoch, 0.1 CPU per worker), ``--concurrent`` trials at
+  once, random search, ASHA; MLflow into a sqlite store, the progress monitor, journal and ``progress.json``,
+  ``summary.json`` and the HTML report: everything a real sweep does on its driver;
+- ``tune``: the same trials through bare Ray Tune: the same Ray start, checks, trainable, searcher and
+  scheduler (hpo's own ``build_tuner``), and no hpo callback, tracker, summary or report.
+
+Measured in the process that runs the sweep (the driver): CPU seconds (user + system, all its threads),
+wall seconds from the call to its return (Ray start and stop included), peak RSS. Then the hpo sweep's
+MLflow store and ``summary.json`` are counted: one nested run per trial, each epoch of the objective once,
+one summary row per trial (no run, epoch or row lost or duplicated).
+
+Separately, Optuna's TPE is timed per suggestion with 100, 1,000 and 5,000 earlier trials in its study
+(the searcher's own cost as a sweep grows, apart from the driver's bookkeeping).
+
+Writes ``benchmarks/results/scale.json``. Timings need the machine to itself. Never asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _report import write_report
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = ROOT / "search_spaces" / "digits_mlp.yaml"
+
+
+def _overrides(trials: int, concurrent: int, epoch_s: float, mlflow_uri: str) -> dict[str, Any]:
+    return {
+        "name": f"scale-{trials}",
+        "search.num_samples": trials,
+        "search.max_concurrent": concurrent,
+        "search.algorithm": "random",
+        "trial.backend": "simulated",
+        "trial.simulated_epoch_s": epoch_s,
+        "trial.cpus_per_worker": 0.1,
+        "tracking.mlflow_uri": mlflow_uri,
+    }
+
+
+def _usage() -> tuple[float, float]:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime, time.monotonic()
+
+
+def run_one(kind: str, trials: int, concurrent: int, epoch_s: float, scratch: Path) -> dict[str, Any]:
+    """Runs one sweep in this process and returns what its driver spent (``kind``: ``hpo`` or ``tune``)."""
+    import hpo
+    from hpo.options import RunOptions
+
+    os.chdir(scratch)
+    config = hpo.load_sweep(SWEEP, _overrides(trials, concurrent, epoch_s, f"sqlite:///{scratch}/mlflow.db"))
+    options = RunOptions(scratch / "runs")
+    cpu0, wall0 = _usage()
+    if kind == "hpo":
+        result = hpo.tune(config, options=options, progress=False)
+        ended = len(result.trials)
+    else:
+        ended = _bare_tune(config, options)
+    cpu1, wall1 = _usage()
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"kind": kind, "trials": trials, "ended": ended, "driver_cpu_s": round(cpu1 - cpu0, 2),
+            "wall_s": round(wall1 - wall0, 2), "driver_rss_mb": round(rss_mb, 1)}
+
+
+def _bare_tune(config: Any, options: Any) -> int:
+    """The same sweep through Ray Tune alone: hpo's checks, trainable, searcher and scheduler, no callbacks."""
+    import time as clock
+
+    from hpo.preflight import preflight
+    from hpo.ray_session import start_ray, stop_ray
+    from hpo.tuner import build_tuner
+
+    spec = preflight(config, options.storage, str(SWEEP))
+    started_ray = start_ray(None)
+    try:
+        tuner = build_tuner(config, options, spec, [], None, clock.time(), False)
+        results = tuner.fit()
+        return len(results)
+    finally:
+        stop_ray(started_ray)
+
+
+def count_records(scratch: Path, trials: int) -> dict[str, Any]:
+    """Counts the hpo sweep's MLflow runs and epochs and its summary rows (lost or duplicated ones)."""
+    from mlflow.tracking import MlflowClient
+
+    summary = json.loads((scratch / "runs" / f"scale-{trials}" / "summary.json").read_text())
+    rows = summary["trials"]
+    client = MlflowClient(f"sqlite:///{scratch}/mlflow.db")
+    parent = summary["mlflow"]["parent_run_id"]
+    runs = client.search_runs([summary["mlflow"]["experiment_id"]],
+                              filter_string=f"tags.mlflow.parentRunId = '{parent}'", max_results=50000)
+    run_trials = [r.data.tags.get("hpo.trial_id") for r in runs]
+    epochs_logged = epochs_duplicated = epochs_missing = 0
+    by_trial = {r.data.tags.get("hpo.trial_id"): r for r in runs}
+    for row in rows:
+        run = by_trial.get(row["trial_id"])
+        if run is None:
+            continue
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, summary["objective"]["metric"])]
+        epochs_logged += len(steps)
+        epochs_duplicated += len(steps) - len(set(steps))
+        epochs_missing += len(set(range(1, int(row["epochs"] or 0) + 1)) - set(steps))
+    return {
+        "summary_rows": len(rows),
+        "summary_rows_duplicated": len(rows) - len({r["trial_id"] for r in rows}),
+        "mlflow_runs": len(runs),
+        "mlflow_runs_duplicated": len(run_trials) - len(set(run_trials)),
+        "mlflow_runs_missing": len({r["trial_id"] for r in rows} - set(run_trials)),
+        "summary_epochs": sum(int(r["epochs"] or 0) for r in rows),
+        "mlflow_epochs": epochs_logged,
+        "mlflow_epochs_duplicated": epochs_duplicated,
+        "mlflow_epochs_missing": epochs_missing,
+        "rows_with_run_id": sum(bool(r.get("mlflow_run_id")) for r in rows),
+    }
+
+
+def tpe_cost(sizes: list[int], asks: int = 20) -> list[dict[str, Any]]:
+    """Seconds per TPE suggestion with ``n`` completed trials in the study (the digits MLP's space)."""
+    import optuna
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = {
+        "learning_rate": FloatDistribution(1e-4, 1e-2, log=True),
+        "units": IntDistribution(16, 128, step=16),
+        "layers": IntDistribution(1, 3),
+        "dropout": FloatDistribution(0.0, 0.4),
+        "optimizer": CategoricalDistribution(["adam", "sgd"]),
+    }
+    out = []
+    for n in sizes:
+        study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=0))
+        random = optuna.samplers.RandomSampler(seed=1)
+        filler = optuna.create_study(direction="maximize", sampler=random)
+        for _ in range(n):
+            trial = filler.ask(space)
+            filler.tell(trial, sum(hash(str(v)) % 1000 for v in trial.params.values()) / 5000)
+        study.add_trials(filler.trials)
+        started = time.perf_counter()
+        for _ in range(asks):
+            trial = study.ask(space)
+            study.tell(trial, 0.5)
+        out.append({"trials_in_study": n, "seconds_per_suggestion": round((time.perf_counter() - started) / asks, 4)})
+    return out
+
+
+def main() -> None:
+    """Runs every size, both ways, and writes the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100,1000,5000")
+    parser.add_argument("--concurrent", type=int, default=8)
+    parser.add_argument("--epoch-s", type=float, default=0.05)
+    parser.add_argument("--kinds", default="tune,hpo")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "scale.json"))
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # kind:trials:scratch, run in this process
+    args = parser.parse_args()
+    if args.one:
+        kind, trials, scratch = args.one.split(":", 2)
+        print(json.dumps(run_one(kind, int(trials), args.concurrent, args.epoch_s, Path(scratch))))
+        return
+    sizes = [int(s) for s in args.sizes.split(",")]
+    runs = []
+    for trials in sizes:
+        by_kind: dict[str, Any] = {}
+        for kind in args.kinds.split(","):
+            with tempfile.TemporaryDirectory(prefix="hpo-scale-") as scratch:
+                proc = subprocess.run(
+                    [sys.executable, __file__, "--one", f"{kind}:{trials}:{scratch}", "--concurrent",
+                     str(args.concurrent), "--epoch-s", str(args.epoch_s)],
+                    capture_output=True, text=True, cwd=ROOT,
+                )
+                if proc.returncode != 0:
+                    raise SystemExit(f"{kind} {trials}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
+                row = json.loads(proc.stdout.strip().splitlines()[-1])
+                if kind == "hpo":
+                    row["records"] = count_records(Path(scratch), trials)
+                row["driver_cpu_per_trial_s"] = round(row["driver_cpu_s"] / trials, 4)
+                by_kind[kind] = row
+                print(json.dumps(row), flush=True)
+        if "hpo" in by_kind and "tune" in by_kind:
+            hpo_row, tune_row = by_kind["hpo"], by_kind["tune"]
+            by_kind["extra_driver_cpu_per_trial_s"] = round(
+                (hpo_row["driver_cpu_s"] - tune_row["driver_cpu_s"]) / trials, 4)
+            by_kind["wall_ratio"] = round(hpo_row["wall_s"] / tune_row["wall_s"], 3)
+        runs.append({"trials": trials, **by_kind})
+    hpo_rows = [r["hpo"] for r in runs if "hpo" in r]
+    flat = (round(hpo_rows[-1]["driver_cpu_per_trial_s"] / hpo_rows[0]["driver_cpu_per_trial_s"], 3)
+            if len(hpo_rows) > 1 else None)
+    report = {
+        "benchmark": "scale",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "settings": {"sweep": "search_spaces/digits_mlp.yaml", "searcher": "random", "scheduler": "asha",
+                     "concurrent": args.concurrent, "epoch_s": args.epoch_s, "backend": "simulated"},
+        "runs": runs,
+        "hpo_cpu_per_trial_largest_over_smallest": flat,
+        "tpe_seconds_per_suggestion": tpe_cost(sizes),
+        "targets": {"cpu_per_trial_largest_over_smallest": 1.5, "extra_driver_cpu_per_trial_s": 0.05,
+                    "wall_ratio": 1.3, "driver_rss_mb_at_largest": 1500},
+    }
+    write_report(report, args.out)
+
+
+if __name__ == "__main__":
+    main()
