@@ -201,7 +201,8 @@ def _median_replay(ys: list[np.ndarray], grace_period: int, max_epochs: int) -> 
 
 def _leave_one_out_medians(values: np.ndarray) -> np.ndarray:
     """Row ``i``: each column's median over the other rows' non-NaN values (NaN with fewer than
-    :data:`MEDIAN_MIN_SAMPLES` of them), as :func:`_column_medians` of ``values`` without row ``i``."""
+    :data:`MEDIAN_MIN_SAMPLES` of them), as :func:`_column_medians` of ``values`` without row ``i``.
+    """
     rows = values.shape[0]
     if not rows:
         return np.empty_like(values)

@@ -76,7 +76,8 @@ class TrialLine:
 
     def to_dict(self) -> dict[str, Any]:
         """The line as JSON-ready data, converted once per line (an ended trial's line is reused by every
-        later snapshot, so a sweep of thousands of trials does not convert them all again at each write)."""
+        later snapshot, so a sweep of thousands of trials does not convert them all again at each write).
+        """
         cached = self.__dict__.get("_as_dict")
         if cached is None:
             cached = asdict(self)
@@ -410,7 +411,8 @@ def _history(track: TrialTrack, warm: bool | None = None) -> TrialHistory:
 
 def _better_first(candidate: tuple[int, str, float], best: tuple[int, str, float] | None, mode: str) -> bool:
     """Whether ``candidate`` ``(seq, trial id, value)`` beats ``best``: a better value, or the same from an
-    earlier trial (the first of equals wins, as ``max``/``min`` over the trials in order pick it)."""
+    earlier trial (the first of equals wins, as ``max``/``min`` over the trials in order pick it).
+    """
     if best is None:
         return True
     if candidate[2] == best[2]:

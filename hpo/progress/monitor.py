@@ -169,7 +169,8 @@ class SweepMonitor(Callback):
 
     def _tick(self, force: bool = False, event: tuple[str, str, str] | None = None) -> Snapshot | None:
         """A snapshot to the views (``event``: a trial's first epoch or end, shown first); when the refresh
-        interval has passed, with fresh estimates, and then also to the file and MLflow."""
+        interval has passed, with fresh estimates, and then also to the file and MLflow.
+        """
         now = time.monotonic()
         fresh = now - self.last_tick >= self._interval()
         if not force and not fresh:

@@ -108,7 +108,8 @@ class MlflowNesting(Callback):
 
     def _existing_run(self, trial_id: str) -> str | None:
         """The run of ``trial_id`` if the earlier attempt of a resumed sweep made one (None for a new sweep,
-        and while the server is down)."""
+        and while the server is down).
+        """
         if self._earlier is None:
             if self.outbox.down:
                 return None
@@ -172,7 +173,8 @@ class MlflowNesting(Callback):
 
     def mark_interrupted(self) -> None:
         """Ctrl-C or SIGTERM is stopping the sweep (called from the signal handler; the queued writes are
-        sent by the tracker's :meth:`~hpo.tracking.sweep_tracker.MlflowTracker.interrupt`)."""
+        sent by the tracker's :meth:`~hpo.tracking.sweep_tracker.MlflowTracker.interrupt`).
+        """
         self.interrupted = True
 
     def open_trials(self) -> list[str]:
