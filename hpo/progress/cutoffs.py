@@ -160,7 +160,7 @@ def _leave_one_out_quantiles(values: np.ndarray, quantile: float) -> np.ndarray:
     rank = np.empty(n, dtype=np.intp)
     rank[np.argsort(values[finite], kind="stable")] = np.arange(n)
     position = quantile * (n - 2)
-    low = int(math.floor(position))
+    low = math.floor(position)
     high = min(low + 1, n - 2)
     fraction = position - low
     # index j of the others is index j of the sorted values below the left-out rank, j + 1 from it on
@@ -200,8 +200,10 @@ def _median_replay(ys: list[np.ndarray], grace_period: int, max_epochs: int) -> 
 
 
 def _leave_one_out_medians(values: np.ndarray) -> np.ndarray:
-    """Row ``i``: each column's median over the other rows' non-NaN values (NaN with fewer than
-    :data:`MEDIAN_MIN_SAMPLES` of them), as :func:`_column_medians` of ``values`` without row ``i``.
+    """Row ``i``: each column's median over the other rows' non-NaN values, for every row at once.
+
+    As :func:`_column_medians` of ``values`` without row ``i`` (NaN with fewer than
+    :data:`MEDIAN_MIN_SAMPLES` values).
     """
     rows = values.shape[0]
     if not rows:

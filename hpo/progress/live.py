@@ -75,8 +75,10 @@ class TrialLine:
     params: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The line as JSON-ready data, converted once per line (an ended trial's line is reused by every
-        later snapshot, so a sweep of thousands of trials does not convert them all again at each write).
+        """The line as JSON-ready data, converted once per line.
+
+        An ended trial's line is reused by every later snapshot, so a sweep of thousands of trials does not
+        convert them all again at each write.
         """
         cached = self.__dict__.get("_as_dict")
         if cached is None:
@@ -410,8 +412,9 @@ def _history(track: TrialTrack, warm: bool | None = None) -> TrialHistory:
 
 
 def _better_first(candidate: tuple[int, str, float], best: tuple[int, str, float] | None, mode: str) -> bool:
-    """Whether ``candidate`` ``(seq, trial id, value)`` beats ``best``: a better value, or the same from an
-    earlier trial (the first of equals wins, as ``max``/``min`` over the trials in order pick it).
+    """Whether ``candidate`` ``(seq, trial id, value)`` beats ``best``.
+
+    A better value wins, and of equal values the earlier trial's (as ``max``/``min`` over the trials in order).
     """
     if best is None:
         return True

@@ -168,8 +168,10 @@ class SweepMonitor(Callback):
             self._send({f"best_so_far_{self.progress.metric}": best}, len(self.progress.order))
 
     def _tick(self, force: bool = False, event: tuple[str, str, str] | None = None) -> Snapshot | None:
-        """A snapshot to the views (``event``: a trial's first epoch or end, shown first); when the refresh
-        interval has passed, with fresh estimates, and then also to the file and MLflow.
+        """A snapshot to the views (``event``: a trial's first epoch or end, shown first).
+
+        Once the refresh interval has passed, the snapshot has fresh estimates and also goes to the file
+        and MLflow.
         """
         now = time.monotonic()
         fresh = now - self.last_tick >= self._interval()

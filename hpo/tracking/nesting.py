@@ -107,8 +107,9 @@ class MlflowNesting(Callback):
         self.queue(key, params=params)
 
     def _existing_run(self, trial_id: str) -> str | None:
-        """The run of ``trial_id`` if the earlier attempt of a resumed sweep made one (None for a new sweep,
-        and while the server is down).
+        """The run of ``trial_id`` if the earlier attempt of a resumed sweep made one.
+
+        None for a new sweep, and while the server is down.
         """
         if self._earlier is None:
             if self.outbox.down:
@@ -172,8 +173,9 @@ class MlflowNesting(Callback):
         self._finish(trial, "FAILED", {"hpo.status": "failed", "hpo.stop_reason": reason})
 
     def mark_interrupted(self) -> None:
-        """Ctrl-C or SIGTERM is stopping the sweep (called from the signal handler; the queued writes are
-        sent by the tracker's :meth:`~hpo.tracking.sweep_tracker.MlflowTracker.interrupt`).
+        """Ctrl-C or SIGTERM is stopping the sweep (called from the signal handler).
+
+        The queued writes are sent by the tracker's :meth:`~hpo.tracking.sweep_tracker.MlflowTracker.interrupt`.
         """
         self.interrupted = True
 
