@@ -28,6 +28,10 @@ from hpo.trial.protocol import EPOCH_KEY, REPEAT_KEY, error_line, trial_status
 
 logger = logging.getLogger(__name__)
 
+#: The longest wait between fresh snapshots however costly the estimate (``hpo status`` calls a state not
+#: updated for 60 s stale).
+MAX_REFRESH_S = 20.0
+
 #: Metric logger: ``(metrics, step)`` onto the sweep's parent run.
 LogMetrics = Callable[[dict[str, float], int], None]
 
@@ -44,8 +48,9 @@ class SweepMonitor(Callback):
         tick_s: Seconds between snapshots with fresh estimates (``progress.json`` is written with each).
         log_every_s: Seconds between forecasts logged to MLflow.
         estimate_share: The most of one core the sweep estimate may take: fresh estimates come at most every
-            ``max(tick_s, cost of the last one / estimate_share)`` seconds, so a sweep of thousands of trials
-            refreshes its forecast less often instead of slowing its driver down. None: every ``tick_s``.
+            ``max(tick_s, min(20 s, cost of the last one / estimate_share))`` seconds, so a sweep of thousands
+            of trials refreshes its forecast less often instead of slowing its driver down. None: every
+            ``tick_s``.
 
     Between fresh estimates, a trial's first epoch or end still reaches the views at once, with fresh counts
     and trial lines and the last estimate (:meth:`SweepProgress.snapshot` with ``estimate=False``); the file
@@ -199,7 +204,7 @@ class SweepMonitor(Callback):
         """Seconds between fresh estimates: ``tick_s``, or longer where an estimate costs more than its share."""
         if self.estimate_share is None:
             return self.tick_s
-        return max(self.tick_s, self.progress.estimate_cost_s / self.estimate_share)
+        return max(self.tick_s, min(MAX_REFRESH_S, self.progress.estimate_cost_s / self.estimate_share))
 
     def _write(self, snapshot: Snapshot) -> None:
         if self.live_file is None:
