@@ -113,7 +113,9 @@ def run_trial(spec: TrialSpec, params: dict[str, Any]) -> None:
     refs = group.launch(kind.worker, [spec, params, group.channel, resume])
     outcome = "failed"
     try:
-        _stream(group, refs, hyper, started, warm, resume)
+        if not _stream(group, refs, hyper, started, warm, resume):
+            # Tune ends a sweep whose trial returns without a result; a trial that fails is retried or recorded.
+            raise TrialFailed("the workers ended before reporting an epoch")
         outcome = "finished"
     except SystemExit:
         outcome = "stopped"
@@ -129,15 +131,20 @@ def _stream(
     started: float,
     warm: bool,
     resume: dict[str, Any] | None,
-) -> None:
-    """Relays rank 0's messages to Tune until the last epoch (or a worker failure)."""
+) -> int:
+    """Relays rank 0's messages to Tune until the last epoch (or a worker failure).
+
+    Returns:
+        How many epochs were reported to Tune.
+    """
     first_epoch_at: float | None = None
     pending = list(refs)
+    reported = 0
     while True:
         messages = ray.get(group.channel.drain.remote())
         if not messages:
             if not pending:
-                return
+                return reported
             done, pending = ray.wait(pending, num_returns=len(pending), timeout=_POLL_S)
             _gather(done)
             # Drain once more before returning: rank 0 may have sent its last epoch just before it returned.
@@ -153,6 +160,7 @@ def _stream(
                 settings=hyper,
             )
             metrics = epoch_result(msg, context, time.time())
+            reported += 1
             if msg.checkpoint.weights is None:  # rank 0 went on while the last checkpoint was being persisted
                 tune.report(metrics)
                 continue
@@ -167,7 +175,7 @@ def _stream(
                 shutil.rmtree(checkpoint.path, ignore_errors=True)
                 group.channel.checkpoint_done.remote()
             if msg.last:
-                return
+                return reported
 
 
 def _end(group: backends.Backend, refs: list[Any], outcome: str) -> None:
@@ -176,7 +184,9 @@ def _end(group: backends.Backend, refs: list[Any], outcome: str) -> None:
     if outcome == "finished":
         reusable = True
     elif outcome == "stopped":
-        group.channel.request_stop.remote()
+        # Waited for: a threaded channel host may run calls out of order, and a stop request that lands
+        # after the next trial's reset would stop that trial before its first epoch.
+        ray.get(group.channel.request_stop.remote())
         done, pending = ray.wait(refs, num_returns=len(refs), timeout=STOP_GRACE_S)
         reusable = not pending and _all_ok(done)
     group.release(reusable=reusable)
