@@ -33,9 +33,12 @@ def build_tuner(
 
     from hpo import search
     from hpo.trial.driver import make_trainable
+    from hpo.trial.retention import CheckpointRetention
 
     storage_path, filesystem = options.storage.tune_storage()
-    callbacks: list[Any] = [*watchers, *compat.result_loggers()]
+    # Superseded checkpoints are deleted by hpo, one saved experiment state behind, not by Tune's num_to_keep
+    # (which saves the whole experiment state every few checkpoints of any trial: see hpo.trial.retention).
+    callbacks: list[Any] = [*watchers, *compat.result_loggers(), CheckpointRetention()]
     stopper = search.build_stopper(config)
     if stopper is not None:
         callbacks.append(stopper)  # it hears when the trial that reached the goal has ended
@@ -46,7 +49,7 @@ def build_tuner(
         callbacks=callbacks,
         verbose=0,
         failure_config=tune.FailureConfig(max_failures=config.trial.max_failures),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+        checkpoint_config=tune.CheckpointConfig(),
         stop=stopper,
     )
     trainable = make_trainable(spec)

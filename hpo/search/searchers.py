@@ -67,6 +67,35 @@ def study_url(sweep_dir: Path) -> str:
     return f"sqlite:///{sweep_dir / 'optuna.db'}"
 
 
+def study_storage(sweep_dir: Path) -> Any:
+    """The sweep's study storage, committing without waiting for the disk.
+
+    Optuna commits a dozen times per trial (the trial, each parameter, each intermediate value, its end),
+    and sqlite waits for the disk at every commit (1.6-4 ms here): in a sweep of 600 short simulated trials
+    that was the driver's largest single cost. With ``PRAGMA synchronous=OFF`` each commit is handed to the
+    operating system at once: the study survives the driver being killed (what ``--resume`` is for), not the
+    machine losing power in the middle of a write. The setting is part of the storage's connection factory,
+    so a storage unpickled from Tune's saved state commits the same way.
+    """
+    import functools
+
+    import optuna
+
+    path = sweep_dir / "optuna.db"
+    return optuna.storages.RDBStorage(
+        study_url(sweep_dir), engine_kwargs={"creator": functools.partial(_fast_sqlite, str(path))}
+    )
+
+
+def _fast_sqlite(path: str) -> Any:
+    """A sqlite connection to ``path`` that does not wait for the disk at each commit."""
+    import sqlite3
+
+    connection = sqlite3.connect(path, timeout=30, check_same_thread=False)
+    connection.execute("PRAGMA synchronous=OFF")
+    return connection
+
+
 def close_study(config: SweepConfig, sweep_dir: Path) -> int:
     """Ends the trials a finished sweep's study still has RUNNING, as FAIL; returns how many.
 
@@ -99,7 +128,7 @@ def _optuna(config: SweepConfig, sweep_dir: Path, resume: bool, warm: WarmPoints
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    storage = optuna.storages.RDBStorage(study_url(sweep_dir))
+    storage = study_storage(sweep_dir)
     if not resume:
         try:
             optuna.delete_study(study_name=config.name, storage=storage)
