@@ -217,6 +217,7 @@ class SweepProgress:
         self.recorder: Callable[[dict[str, Any]], None] | None = None
         self.estimate_cost_s = 0.0
         self._estimate: SweepEstimate | None = None
+        self._estimates: dict[str, tuple[tuple[int, int], Any]] = {}  # running trial -> (inputs, its estimate)
         self._seq: dict[str, int] = {}  # trial id -> its place in self.trials (ties go to the earlier trial)
         self._stale = False
         self._reset()
@@ -281,6 +282,7 @@ class SweepProgress:
         again = track.ended is not None
         track.status = status
         track.ended = time.time() if now is None else now
+        self._estimates.pop(trial_id, None)
         if again:
             self._stale = True
         else:
@@ -395,9 +397,16 @@ class SweepProgress:
         )
         if track.status != "running":
             return base
-        est = estimate_trial(track.values, mode=plan.mode, patience=plan.patience, min_delta=plan.min_delta,
-                             max_epochs=plan.max_epochs, epoch_seconds=track.seconds or None, goal=plan.goal,
-                             samples=min(self.samples, 200))
+        # A running trial's estimate depends only on what it reported: made again once it reports more.
+        inputs = (len(track.values), len(track.seconds))
+        cached = self._estimates.get(track.trial_id)
+        if cached is not None and cached[0] == inputs:
+            est = cached[1]
+        else:
+            est = estimate_trial(track.values, mode=plan.mode, patience=plan.patience, min_delta=plan.min_delta,
+                                 max_epochs=plan.max_epochs, epoch_seconds=track.seconds or None, goal=plan.goal,
+                                 samples=min(self.samples, 200))
+            self._estimates[track.trial_id] = (inputs, est)
         return replace(
             base, epochs_median=est.epochs_median, epochs_low=est.epochs_low, epochs_high=est.epochs_high,
             remaining_s_median=est.remaining_s_median, remaining_s_low=est.remaining_s_low,

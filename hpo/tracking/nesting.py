@@ -47,12 +47,15 @@ class MlflowNesting(Callback):
         spool_path: The sweep's spool file (``STORAGE/NAME/mlflow_spool.jsonl``).
         resume: The sweep was started before: a trial may have a run already (looked up once, on the first
             trial start).
-        flush_every_s: Seconds queued metrics and parameters may wait before they are sent.
+        flush_every_s: Seconds queued metrics and parameters may wait before they are sent, at least;
+            longer where a flush of every run costs more than ``flush_share`` of the time between flushes
+            (a store that can't keep up lags, the driver's loop does not stall on it).
+        flush_share: The most of one core periodic flushes may take.
     """
 
     def __init__(
         self, sweep: SweepRun, objective: str, mode: str, sweep_name: str = "", spool_path: Path | None = None,
-        resume: bool = False, flush_every_s: float = 2.0,
+        resume: bool = False, flush_every_s: float = 2.0, flush_share: float = 0.1,
     ) -> None:
         self.sweep = sweep
         self.sweep_name = sweep_name
@@ -69,7 +72,9 @@ class MlflowNesting(Callback):
         #: Writes waiting for the next flush: run key → (metrics, params).
         self._queued: dict[str, tuple[list[tuple[str, float, int, int]], dict[str, str]]] = {}
         self.flush_every_s = flush_every_s
+        self.flush_share = flush_share
         self._last_flush = time.monotonic()
+        self._flush_cost_s = 0.0
         #: Set (from the signal handler) when Ctrl-C or SIGTERM stops the sweep, before Tune stops the trials.
         self.interrupted = False
 
@@ -139,9 +144,12 @@ class MlflowNesting(Callback):
             self._last_flush = time.monotonic()
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
-        """Sends the queued writes once ``flush_every_s`` has passed since the last time."""
-        if self._queued and time.monotonic() - self._last_flush >= self.flush_every_s:
+        """Sends the queued writes once the flush interval has passed since the last time."""
+        interval = max(self.flush_every_s, self._flush_cost_s / self.flush_share)
+        if self._queued and time.monotonic() - self._last_flush >= interval:
+            started = time.monotonic()
             self.flush()
+            self._flush_cost_s = time.monotonic() - started
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         """Logs one epoch's metrics (step = epoch); the effective LR and global batch as params."""

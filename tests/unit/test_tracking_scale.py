@@ -38,7 +38,7 @@ def _nesting(tmp_path, monkeypatch, resume: bool = False, sweep=None) -> tuple[M
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     sweep = sweep or start_sweep_run(uri, "scale", "scale", {}, {})
     nesting = MlflowNesting(sweep, "val_accuracy", "max", "scale", tmp_path / "spool.jsonl", resume=resume,
-                            flush_every_s=0.0)
+                            flush_every_s=0.0, flush_share=float("inf"))
     counting = CountingStore(nesting.outbox.client._tracking_client.store)
     monkeypatch.setattr(TrackingServiceClient, "store", property(lambda self: counting))
     return nesting, counting, sweep
@@ -116,3 +116,19 @@ def test_a_resumed_sweep_reads_its_earlier_runs_once(tmp_path, monkeypatch):
     resumed.flush()
     history = resumed.outbox.client.get_metric_history(resumed.run_ids["t00000"], "val_accuracy")
     assert [(m.step, m.value) for m in history] == [(1, 0.1), (2, pytest.approx(0.2))]
+
+
+def test_flushes_come_less_often_when_the_store_is_slow(tmp_path, monkeypatch):
+    nesting, store, _ = _nesting(tmp_path, monkeypatch)
+    nesting.flush_every_s, nesting.flush_share = 0.0, 0.1
+    nesting._flush_cost_s = 3600.0  # the last flush took an hour: the next waits ten
+    trial = _trial(0)
+    nesting.on_trial_start(0, [], trial)
+    for epoch in range(1, 4):
+        nesting.on_trial_result(0, [], trial, {"val_accuracy": 0.1 * epoch, "epoch": epoch, "timestamp": 1})
+        nesting.on_step_end(0, [])
+    assert store.calls["log_batch"] == 0  # queued, not lost: the trial's close sends it all
+    trial.last_result = {"val_accuracy": 0.3, "epoch": 3, "trial_finished": True}
+    nesting.on_trial_complete(0, [], trial)
+    history = nesting.outbox.client.get_metric_history(nesting.run_ids["t00000"], "val_accuracy")
+    assert [m.step for m in history] == [1, 2, 3] and store.calls["log_batch"] == 1
