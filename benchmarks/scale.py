@@ -15,6 +15,10 @@ wall seconds from the call to its return (Ray start and stop included), peak RSS
 MLflow store and ``summary.json`` are counted: one nested run per trial, each epoch of the objective once,
 one summary row per trial (no run, epoch or row lost or duplicated).
 
+``rate``: the epoch reports per second the driver keeps up with, hpo against bare Tune, offered more and
+more (``--rate-grid`` of trials at once and epoch seconds, ``--rate-trials`` each; counted from Tune's own
+``result.json`` lines, first to last).
+
 Separately, Optuna's TPE is timed per suggestion with 100, 1,000 and 5,000 earlier trials in its study
 (the searcher's own cost as a sweep grows, apart from the driver's bookkeeping).
 
@@ -42,6 +46,8 @@ SWEEP = ROOT / "search_spaces" / "digits_mlp.yaml"
 
 
 def _overrides(trials: int, concurrent: int, epoch_s: float, mlflow_uri: str) -> dict[str, Any]:
+    # Two workers a trial: 0.2 CPU a trial holds at most 10 trials at once on this 2-core machine.
+    cpus = min(0.1, 1.0 / concurrent)
     return {
         "name": f"scale-{trials}",
         "search.num_samples": trials,
@@ -49,7 +55,7 @@ def _overrides(trials: int, concurrent: int, epoch_s: float, mlflow_uri: str) ->
         "search.algorithm": "random",
         "trial.backend": "simulated",
         "trial.simulated_epoch_s": epoch_s,
-        "trial.cpus_per_worker": 0.1,
+        "trial.cpus_per_worker": cpus,
         "tracking.mlflow_uri": mlflow_uri,
     }
 
@@ -76,7 +82,21 @@ def run_one(kind: str, trials: int, concurrent: int, epoch_s: float, scratch: Pa
     cpu1, wall1 = _usage()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"kind": kind, "trials": trials, "ended": ended, "driver_cpu_s": round(cpu1 - cpu0, 2),
-            "wall_s": round(wall1 - wall0, 2), "driver_rss_mb": round(rss_mb, 1)}
+            "wall_s": round(wall1 - wall0, 2), "driver_rss_mb": round(rss_mb, 1),
+            **reports_rate(scratch / "runs" / config.name)}
+
+
+def reports_rate(experiment: Path) -> dict[str, Any]:
+    """Epoch reports Tune recorded (its ``result.json`` lines) and how many per second, first to last."""
+    stamps: list[float] = []
+    for path in experiment.glob("*/result.json"):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                stamps.append(float(json.loads(line)["timestamp"]))
+    if len(stamps) < 2:
+        return {"epoch_reports": len(stamps)}
+    span = max(stamps) - min(stamps) + 1.0  # Tune's timestamps are whole seconds
+    return {"epoch_reports": len(stamps), "reports_span_s": span, "reports_per_s": round(len(stamps) / span, 1)}
 
 
 def _bare_tune(config: Any, options: Any) -> int:
@@ -162,13 +182,42 @@ def tpe_cost(sizes: list[int], asks: int = 20) -> list[dict[str, Any]]:
     return out
 
 
+def _run_pair(kinds: list[str], trials: int, concurrent: int, epoch_s: float) -> dict[str, Any]:
+    """Runs each kind of sweep in a fresh process and compares hpo with bare Tune."""
+    by_kind: dict[str, Any] = {"trials": trials, "concurrent": concurrent, "epoch_s": epoch_s}
+    for kind in kinds:
+        with tempfile.TemporaryDirectory(prefix="hpo-scale-") as scratch:
+            proc = subprocess.run(
+                [sys.executable, __file__, "--one", f"{kind}:{trials}:{scratch}", "--concurrent",
+                 str(concurrent), "--epoch-s", str(epoch_s)],
+                capture_output=True, text=True, cwd=ROOT,
+            )
+            if proc.returncode != 0:
+                raise SystemExit(f"{kind} {trials}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
+            row = json.loads(proc.stdout.strip().splitlines()[-1])
+            if kind == "hpo":
+                row["records"] = count_records(Path(scratch), trials)
+            row["driver_cpu_per_trial_s"] = round(row["driver_cpu_s"] / trials, 4)
+            by_kind[kind] = row
+            print(json.dumps(row), flush=True)
+    if "hpo" in by_kind and "tune" in by_kind:
+        hpo_row, tune_row = by_kind["hpo"], by_kind["tune"]
+        extra = (hpo_row["driver_cpu_s"] - tune_row["driver_cpu_s"]) / trials
+        by_kind["extra_driver_cpu_per_trial_s"] = round(extra, 4)
+        by_kind["wall_ratio"] = round(hpo_row["wall_s"] / tune_row["wall_s"], 3)
+    return by_kind
+
+
 def main() -> None:
-    """Runs every size, both ways, and writes the JSON."""
+    """Runs the parts asked for and writes (or updates) the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default="scale,rate,tpe", help="scale, rate and/or tpe")
     parser.add_argument("--sizes", default="100,1000,5000")
     parser.add_argument("--concurrent", type=int, default=8)
     parser.add_argument("--epoch-s", type=float, default=0.05)
     parser.add_argument("--kinds", default="tune,hpo")
+    parser.add_argument("--rate-trials", type=int, default=400)
+    parser.add_argument("--rate-grid", default="8:0.05,8:0.01,16:0.01", help="concurrent:epoch_s pairs")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "scale.json"))
     parser.add_argument("--one", help=argparse.SUPPRESS)  # kind:trials:scratch, run in this process
     args = parser.parse_args()
@@ -176,46 +225,37 @@ def main() -> None:
         kind, trials, scratch = args.one.split(":", 2)
         print(json.dumps(run_one(kind, int(trials), args.concurrent, args.epoch_s, Path(scratch))))
         return
-    sizes = [int(s) for s in args.sizes.split(",")]
-    runs = []
-    for trials in sizes:
-        by_kind: dict[str, Any] = {}
-        for kind in args.kinds.split(","):
-            with tempfile.TemporaryDirectory(prefix="hpo-scale-") as scratch:
-                proc = subprocess.run(
-                    [sys.executable, __file__, "--one", f"{kind}:{trials}:{scratch}", "--concurrent",
-                     str(args.concurrent), "--epoch-s", str(args.epoch_s)],
-                    capture_output=True, text=True, cwd=ROOT,
-                )
-                if proc.returncode != 0:
-                    raise SystemExit(f"{kind} {trials}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
-                row = json.loads(proc.stdout.strip().splitlines()[-1])
-                if kind == "hpo":
-                    row["records"] = count_records(Path(scratch), trials)
-                row["driver_cpu_per_trial_s"] = round(row["driver_cpu_s"] / trials, 4)
-                by_kind[kind] = row
-                print(json.dumps(row), flush=True)
-        if "hpo" in by_kind and "tune" in by_kind:
-            hpo_row, tune_row = by_kind["hpo"], by_kind["tune"]
-            by_kind["extra_driver_cpu_per_trial_s"] = round(
-                (hpo_row["driver_cpu_s"] - tune_row["driver_cpu_s"]) / trials, 4)
-            by_kind["wall_ratio"] = round(hpo_row["wall_s"] / tune_row["wall_s"], 3)
-        runs.append({"trials": trials, **by_kind})
-    hpo_rows = [r["hpo"] for r in runs if "hpo" in r]
-    flat = (round(hpo_rows[-1]["driver_cpu_per_trial_s"] / hpo_rows[0]["driver_cpu_per_trial_s"], 3)
-            if len(hpo_rows) > 1 else None)
-    report = {
+    parts = set(args.parts.split(","))
+    kinds = args.kinds.split(",")
+    out = Path(args.out)
+    report: dict[str, Any] = json.loads(out.read_text()) if out.is_file() else {}
+    report.update({
         "benchmark": "scale",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "settings": {"sweep": "search_spaces/digits_mlp.yaml", "searcher": "random", "scheduler": "asha",
-                     "concurrent": args.concurrent, "epoch_s": args.epoch_s, "backend": "simulated"},
-        "runs": runs,
-        "hpo_cpu_per_trial_largest_over_smallest": flat,
-        "tpe_seconds_per_suggestion": tpe_cost(sizes),
+                     "backend": "simulated", "workers_per_trial": 2},
         "targets": {"cpu_per_trial_largest_over_smallest": 1.5, "extra_driver_cpu_per_trial_s": 0.05,
                     "wall_ratio": 1.3, "driver_rss_mb_at_largest": 1500},
-    }
-    write_report(report, args.out)
+    })
+    if "scale" in parts:
+        sizes = [int(s) for s in args.sizes.split(",")]
+        runs = [_run_pair(kinds, trials, args.concurrent, args.epoch_s) for trials in sizes]
+        hpo_rows = [r["hpo"] for r in runs if "hpo" in r]
+        report["runs"] = runs
+        report["hpo_cpu_per_trial_largest_over_smallest"] = (
+            round(hpo_rows[-1]["driver_cpu_per_trial_s"] / hpo_rows[0]["driver_cpu_per_trial_s"], 3)
+            if len(hpo_rows) > 1 else None)
+    if "rate" in parts:
+        grid = [(int(c), float(e)) for c, e in (pair.split(":") for pair in args.rate_grid.split(","))]
+        rate = []
+        for concurrent, epoch_s in grid:
+            row = _run_pair(kinds, args.rate_trials, concurrent, epoch_s)
+            row["offered_reports_per_s"] = round(concurrent / epoch_s, 1)
+            rate.append(row)
+        report["rate"] = rate
+    if "tpe" in parts:
+        report["tpe_seconds_per_suggestion"] = tpe_cost([100, 1000, 5000])
+    write_report(report, out)
 
 
 if __name__ == "__main__":
