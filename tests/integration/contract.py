@@ -57,6 +57,21 @@ def with_goal(config: hpo.SweepConfig, goal: float) -> hpo.SweepConfig:
                                                                                "goal": goal}})
 
 
+def check_records(summary: dict) -> None:
+    """Every summary row has one nested MLflow run, and every epoch it trained is logged there once."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(summary["mlflow"]["uri"])
+    runs = client.search_runs([summary["mlflow"]["experiment_id"]],
+                              filter_string=f"tags.mlflow.parentRunId = '{summary['mlflow']['parent_run_id']}'")
+    by_trial = {r.data.tags["hpo.trial_id"]: r.info.run_id for r in runs}
+    assert len(runs) == len(by_trial) == len(summary["trials"])
+    for row in summary["trials"]:
+        assert by_trial[row["trial_id"]] == row["mlflow_run_id"]
+        steps = [m.step for m in client.get_metric_history(row["mlflow_run_id"], summary["objective"]["metric"])]
+        assert sorted(steps) == list(range(1, row["epochs"] + 1)), (row["trial_id"], steps)
+
+
 def check_pair(tmp_path: Path, algorithm: str, scheduler: str, backend: str = "simulated") -> dict:
     """Runs a 4-trial sweep of one searcher x scheduler in ``tmp_path`` and checks the contract.
 
@@ -76,6 +91,7 @@ def check_pair(tmp_path: Path, algorithm: str, scheduler: str, backend: str = "s
     assert all(1 <= t["epochs"] <= 3 and t["metric"] is not None for t in trials), trials
     best = max(trials, key=lambda t: t["metric"])
     assert summary["best"]["trial_id"] == best["trial_id"]
+    check_records(summary)
     if algorithm == "grid":
         assert sorted((t["params"]["units"], t["params"]["optimizer"]) for t in trials) == [
             (8, "adam"), (8, "sgd"), (16, "adam"), (16, "sgd")]
