@@ -12,6 +12,7 @@ from typing import Any
 from hpo import compat
 from hpo.config import SweepConfig
 from hpo.config.tracking_uri import masked
+from hpo.driver import recorded_driver
 from hpo.errors import ConfigError, SweepAborted, SweepInterrupted
 from hpo.interrupt import Interruption
 from hpo.options import RunOptions, summary_path
@@ -47,7 +48,8 @@ def run_sweep(
     finished = prepare_rerun(config.name, options, source)
     if finished is not None:
         return _report_finished(finished, options)
-    with Interruption() as interrupt:
+    # driver.json: where `hpo stop NAME` finds this process (removed when the sweep ends)
+    with Interruption() as interrupt, recorded_driver(options.sweep_dir(config.name)):
         return _run(config, options, source, spec, interrupt)
 
 
