@@ -19,7 +19,7 @@ from hpo.cli.data import app as data_app
 from hpo.cli.errors import one_line_errors
 from hpo.cli.init import init
 from hpo.cli.listing import list_sweeps
-from hpo.cli.options import AddressOption, JsonOption, MlflowUriOption, StorageOption
+from hpo.cli.options import AddressOption, JsonOption, MlflowUriOption, QuietOption, StorageOption
 from hpo.cli.status import status
 from hpo.cli.stop import stop
 from hpo.cli.sync import sync
@@ -107,11 +107,14 @@ def tune(
     address: AddressOption = None,
     storage: StorageOption = DEFAULT_STORAGE,
     mlflow_uri: MlflowUriOption = None,
-    resume: Annotated[bool, typer.Option(help="Continue an interrupted sweep of this name.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted sweep of this name.")] = False,
     overwrite: Annotated[
-        bool, typer.Option(help="Start a sweep again under a name that already ran (drops its Optuna study).")
+        bool,
+        typer.Option(
+            "--overwrite", help="Start a sweep again under a name that already ran (drops its Optuna study)."
+        ),
     ] = False,
-    quiet: Annotated[bool, typer.Option(help="No progress lines; only the final table and where results are.")] = False,
+    quiet: QuietOption = False,
     json_progress: Annotated[
         bool, typer.Option("--json-progress", help="Progress as one JSON object per update on stdout (no table).")
     ] = False,
@@ -185,7 +188,7 @@ def repeat(
     storage: StorageOption = DEFAULT_STORAGE,
     mlflow_uri: MlflowUriOption = None,
     address: AddressOption = None,
-    quiet: Annotated[bool, typer.Option(help="No progress lines; only the final table and where results are.")] = False,
+    quiet: QuietOption = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="No progress; print one JSON object: the new sweep's summary and verdict.")
     ] = False,

@@ -11,8 +11,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from hpo.storage import DEFAULT_STORAGE
-
 #: Environment variable → the option it sets (documented in docs/cli.md, checked by its test).
 ENVVARS = {"HPO_STORAGE": "--storage", "HPO_MLFLOW_URI": "--mlflow-uri", "HPO_ADDRESS": "--address"}
 
@@ -33,4 +31,7 @@ AddressOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object (schema: docs/cli.md).")]
 
-__all__ = ["DEFAULT_STORAGE", "ENVVARS", "AddressOption", "JsonOption", "MlflowUriOption", "StorageOption"]
+
+QuietOption = Annotated[
+    bool, typer.Option("--quiet", help="No progress lines; only the final table and where results are.")
+]
