@@ -201,7 +201,8 @@ def init(
     if plan.convert:
         header += f"# Write the data first:\n#   {shlex.join(plan.convert)}\n"
     written = []
-    for path, text in zip(targets, [header + yaml.safe_dump(document, sort_keys=False), MODEL_TEXT], strict=True):
+    sweep_text = header + yaml.safe_dump(document, sort_keys=False, default_flow_style=None)
+    for path, text in zip(targets, [sweep_text, MODEL_TEXT], strict=True):
         with path.open("x") as out:  # "x": never over a file that appeared meanwhile
             out.write(text)
         written.append(path.name)

@@ -21,7 +21,7 @@ from rich.table import Table
 from hpo.cli.errors import one_line_errors
 from hpo.cli.options import JsonOption, StorageOption
 from hpo.cli.status import STALE_S
-from hpo.driver import running_driver
+from hpo.driver import DRIVER_FILE, running_driver
 from hpo.options import SUMMARY_FILE
 from hpo.progress.live import PROGRESS_FILE, read_live
 from hpo.progress.views import number
@@ -29,7 +29,7 @@ from hpo.storage import DEFAULT_STORAGE, STATE_COPY, Storage
 
 console = Console(soft_wrap=True)
 #: Files of which any marks a directory of the storage as a sweep's.
-_MARKS = (SUMMARY_FILE, PROGRESS_FILE, "hpo_state.json", "sweep.yaml")
+_MARKS = (SUMMARY_FILE, PROGRESS_FILE, DRIVER_FILE, "hpo_state.json", "sweep.yaml")
 
 
 @dataclass(frozen=True)

@@ -220,6 +220,7 @@ def validate(
     file: Annotated[Path, typer.Argument(help="Sweep file (YAML).")],
     storage: StorageOption = DEFAULT_STORAGE,
     sets: SetOption = None,
+    mlflow_uri: MlflowUriOption = None,
     offline: Annotated[
         bool, typer.Option("--offline", help="Check the file, data and model only: no MLflow server is contacted.")
     ] = False,
@@ -229,12 +230,13 @@ def validate(
 
     A sweep with data.partitions is checked partition by partition (one line each).
     """
+    from hpo.api import _overrides
     from hpo.config import load_sweep
     from hpo.partition import by_urls
     from hpo.preflight import preflight
     from hpo.search.budget import planned_trials
 
-    config = load_sweep(file, set_overrides(file, sets))
+    config = load_sweep(file, set_overrides(file, sets) | _overrides(None, None, mlflow_uri))
     parts = by_urls(config) if config.data.partitions else [(None, config)]
     checked = []
     for label, part in parts:
