@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from hpo.errors import ConfigError
 from hpo.storage import write_text_atomic
 
 #: The file, in the sweep's state directory.
@@ -96,3 +97,19 @@ def recorded_driver(state_dir: Path) -> Iterator[DriverRecord]:
         if read_driver(state_dir) == record:
             with contextlib.suppress(OSError):
                 path.unlink()
+
+
+def check_not_running(state_dir: Path, name: str, source: str) -> None:
+    """Refuses to start a sweep whose name a live driver on this host is running.
+
+    A second driver would resume, or with ``--overwrite`` drop, the study the first one is writing.
+
+    Raises:
+        ConfigError: The sweep runs (one line naming its process and ``hpo stop``).
+    """
+    record = running_driver(state_dir)
+    if record is not None and record.local and record.pid != os.getpid():
+        raise ConfigError(
+            f"{source}: name: sweep '{name}' is running (pid {record.pid}); stop it first with "
+            f"'hpo stop {name}', or pass --name to start another one"
+        )

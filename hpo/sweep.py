@@ -12,7 +12,7 @@ from typing import Any
 from hpo import compat
 from hpo.config import SweepConfig
 from hpo.config.tracking_uri import masked
-from hpo.driver import recorded_driver
+from hpo.driver import check_not_running, recorded_driver
 from hpo.errors import ConfigError, SweepAborted, SweepInterrupted
 from hpo.interrupt import Interruption
 from hpo.options import RunOptions, summary_path
@@ -45,6 +45,7 @@ def run_sweep(
         ConfigError: Bad input found before any trial started.
         SweepAborted: The sweep itself could not go on.
     """
+    check_not_running(options.sweep_dir(config.name), config.name, source)
     finished = prepare_rerun(config.name, options, source)
     if finished is not None:
         return _report_finished(finished, options)

@@ -174,6 +174,19 @@ def _progress(storage: Path, name: str, age_s: float) -> None:
     (storage / name / PROGRESS_FILE).write_text(json.dumps(snapshot.to_dict(), default=str))
 
 
+def test_list_reads_a_shared_storage(tmp_path):
+    """A file:// storage is shared: a sweep another driver ran is found by its copy in STORAGE/NAME/_driver."""
+    shared = tmp_path / "shared"
+    (shared / "remote-sweep" / "_driver").mkdir(parents=True)
+    (shared / "remote-sweep" / "_driver" / "summary.json").write_text(json.dumps(_summary("remote-sweep")))
+    (shared / "_data").mkdir()
+    proc = hpo_cli("list", "--storage", shared.as_uri(), "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["storage"] == shared.as_uri()
+    assert [(s["name"], s["state"], s["best"]) for s in data["sweeps"]] == [("remote-sweep", "finished", 0.9)]
+
+
 def test_list_shows_every_sweep_with_its_state(tmp_path):
     runs = tmp_path / "runs"
     _write_summary(runs, "done")
@@ -229,6 +242,9 @@ def test_stop_sends_the_drivers_stop_signal_and_waits(tmp_path):
         assert record is not None and record.pid == child.pid and record.host == socket.gethostname()
         listed = json.loads(hpo_cli("list", "--storage", str(runs), "--json", cwd=tmp_path).stdout)
         assert listed["sweeps"][0]["name"] == "busy" and listed["sweeps"][0]["state"] == "running"
+        again = hpo_cli("tune", MLP, "--name", "busy", "--storage", str(runs), "--overwrite", cwd=tmp_path)
+        assert one_line_error(again) == (f"error: {MLP}: name: sweep 'busy' is running (pid {child.pid}); stop it "
+                                         "first with 'hpo stop busy', or pass --name to start another one")
         proc = hpo_cli("stop", "busy", "--storage", str(runs), "--wait", cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.splitlines() == [
