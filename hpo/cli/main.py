@@ -54,9 +54,9 @@ SetOption = Annotated[
 
 def _version(value: bool) -> None:
     if value:
-        from hpo import __version__
+        import hpo
 
-        print(f"hpo {__version__}")
+        print(f"hpo {hpo.__version__}")
         raise typer.Exit()
 
 
