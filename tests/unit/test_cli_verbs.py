@@ -341,6 +341,24 @@ def test_init_for_own_data_then_convert_then_validate(tmp_path, suffix, labels, 
                          else {"metric": "val_mae", "mode": "min"})
 
 
+def test_init_for_a_converted_dataset_needs_no_convert_step(tmp_path):
+    frame = pd.DataFrame(np.random.default_rng(1).normal(size=(80, 3)), columns=["a", "b", "c"])
+    frame.assign(target=np.linspace(0.0, 1.0, 80)).to_csv(tmp_path / "t.csv", index=False)
+    made = hpo_cli("data", "convert", "t.csv", "ds", "--label", "target", "--task", "regression",
+                   "--validation-fraction", "0.25", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    proc = hpo_cli("init", "--data", "ds", "--label", "target", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["wrote sweep.yaml and my_model.py (regression); next:",
+                                        "  hpo validate sweep.yaml", "  hpo tune sweep.yaml"]
+    data = yaml.safe_load((tmp_path / "sweep.yaml").read_text())["data"]
+    ds = tmp_path / "ds"
+    assert data == {"train": (ds / "train").as_uri(), "validation": (ds / "validation").as_uri(), "label": "target",
+                    "task": "regression"}
+    checked = hpo_cli("validate", "sweep.yaml", "--offline", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+
+
 def test_init_model_builds_for_both_tasks(tmp_path):
     hpo_cli("init", cwd=tmp_path)
     from hpo.trial.spec import resolve_model
