@@ -16,13 +16,16 @@ from hpo.trial.spec import TrialSpec, resolve_model
 DATA_DIR = "_data"
 
 
-def preflight(config: SweepConfig, storage: Storage | Path | str, source: str) -> TrialSpec:
+def preflight(
+    config: SweepConfig, storage: Storage | Path | str, source: str, *, check_tracking: bool = True
+) -> TrialSpec:
     """Checks the tracking server, the searcher's needs, the data and the model; returns the trials' spec.
 
     Args:
         config: The validated sweep.
         storage: Where sweeps live (data hpo writes goes to ``STORAGE/_data``, so every node can read it).
         source: The sweep file, for error messages.
+        check_tracking: Check that the MLflow tracking store is reachable (False: ``hpo validate --offline``).
 
     Raises:
         ConfigError: On the first problem found (one line), or for a config with ``data.partitions``
@@ -35,7 +38,8 @@ def preflight(config: SweepConfig, storage: Storage | Path | str, source: str) -
             f"{source}: data.partitions: this sweep runs one sweep per partition ({len(config.data.partitions)}); "
             "run it with hpo.tune_partitions() or 'hpo tune', which give one result per partition"
         )
-    check_reachable(normalize_uri(config.tracking.mlflow_uri), source)
+    if check_tracking:
+        check_reachable(normalize_uri(config.tracking.mlflow_uri), source)
     if config.search.algorithm == "optuna-gp" and importlib.util.find_spec("torch") is None:
         raise ConfigError(
             f"{source}: search.algorithm: optuna-gp needs torch, which is not installed; "

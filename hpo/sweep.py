@@ -12,6 +12,7 @@ from typing import Any
 from hpo import compat
 from hpo.config import SweepConfig
 from hpo.config.tracking_uri import masked
+from hpo.driver import check_not_running, recorded_driver
 from hpo.errors import ConfigError, SweepAborted, SweepInterrupted
 from hpo.interrupt import Interruption
 from hpo.options import RunOptions, summary_path
@@ -44,10 +45,12 @@ def run_sweep(
         ConfigError: Bad input found before any trial started.
         SweepAborted: The sweep itself could not go on.
     """
+    check_not_running(options.sweep_dir(config.name), config.name, source)
     finished = prepare_rerun(config.name, options, source)
     if finished is not None:
         return _report_finished(finished, options)
-    with Interruption() as interrupt:
+    # driver.json: where `hpo stop NAME` finds this process (removed when the sweep ends)
+    with Interruption() as interrupt, recorded_driver(options.sweep_dir(config.name)):
         return _run(config, options, source, spec, interrupt)
 
 

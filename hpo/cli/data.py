@@ -32,16 +32,26 @@ def convert(
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the train/validation split.")] = 0,
     overwrite: Annotated[
-        bool, typer.Option(help="Replace DEST if it holds an hpo dataset (never files hpo did not write).")
+        bool,
+        typer.Option(
+            "--overwrite", help="Replace DEST if it holds an hpo dataset (never files hpo did not write)."
+        ),
     ] = False,
     task: Annotated[
         str, typer.Option(help="classification, regression or auto (non-negative integer labels: classes).")
     ] = "auto",
     drop_nonnumeric: Annotated[
-        bool, typer.Option(help="Leave text columns out of the features (each is named) instead of failing.")
+        bool,
+        typer.Option(
+            "--drop-nonnumeric", help="Leave text columns out of the features (each is named) instead of failing."
+        ),
     ] = False,
     encode_labels: Annotated[
-        bool, typer.Option(help="Number the distinct labels 0..k-1 (text or numbers; kept in DEST/_hpo_dataset.json).")
+        bool,
+        typer.Option(
+            "--encode-labels",
+            help="Number the distinct labels 0..k-1 (text or numbers; kept in DEST/_hpo_dataset.json).",
+        ),
     ] = False,
 ) -> None:
     """Write a table or arrays as hpo datasets (list<float32> features + shape, label, row_id; even row groups).

@@ -1,11 +1,14 @@
-"""``hpo`` commands: tune, validate, status, report, ui, sync, and the ``data`` group."""
+"""``hpo``: the commands, in the order a user needs them.
+
+tune, validate, status, report, list, stop, repeat, then ui, sync, init and the ``data`` and ``cluster`` groups.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -14,7 +17,11 @@ from rich.table import Table
 from hpo.cli.cluster import app as cluster_app
 from hpo.cli.data import app as data_app
 from hpo.cli.errors import one_line_errors
+from hpo.cli.init import init
+from hpo.cli.listing import list_sweeps
+from hpo.cli.options import AddressOption, JsonOption, MlflowUriOption, QuietOption, StorageOption
 from hpo.cli.status import status
+from hpo.cli.stop import stop
 from hpo.cli.sync import sync
 from hpo.cli.ui import ui
 from hpo.config.tracking_uri import masked
@@ -25,26 +32,51 @@ from hpo.summary import read_summary
 if TYPE_CHECKING:
     from hpo.options import RunOptions
 
+#: ``-h`` as well as ``--help``, on every command (sub-commands inherit it).
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+#: The help's two panels: the sweep's life, then the tools around it.
+SWEEPS, TOOLS = "Sweeps", "Tools"
+
 app = typer.Typer(
     help="Hyperparameter sweeps of Keras models: Ray Tune + Horovod + Petastorm + MLflow.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
+    context_settings=CONTEXT,
 )
-app.add_typer(data_app, name="data")
-app.command()(ui)
-app.command()(sync)
-app.command()(status)
-app.add_typer(cluster_app, name="cluster")
 console = Console(soft_wrap=True)
 
-StorageOption = Annotated[
-    str, typer.Option("--storage", help="Where sweeps live: a directory, file:///shared/mount, s3://bucket/prefix, gs://…")
-]
 SetOption = Annotated[
     Optional[list[str]],
     typer.Option("--set", help="Replace a sweep-file key: KEY=VALUE, the value read as YAML (trial.max_epochs=3)."),
 ]
+
+
+def _version(value: bool) -> None:
+    if value:
+        import hpo
+
+        print(f"hpo {hpo.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print hpo's version and exit."),
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", envvar="HPO_VERBOSE",
+                     help="Also show TensorFlow's start-up lines (absl, CUDA) on stderr."),
+    ] = False,
+) -> None:
+    """Hyperparameter sweeps of Keras models: Ray Tune + Horovod + Petastorm + MLflow."""
+    if not verbose:
+        from hpo.cli.native_logs import quiet_tensorflow_startup
+
+        quiet_tensorflow_startup()
 
 
 def set_overrides(file: Path, pairs: list[str] | None) -> dict[str, object]:
@@ -67,20 +99,22 @@ def set_overrides(file: Path, pairs: list[str] | None) -> dict[str, object]:
     return overrides
 
 
-@app.command()
 @one_line_errors
 def tune(
     file: Annotated[Path, typer.Argument(help="Sweep file (YAML).")],
     name: Annotated[Optional[str], typer.Option(help="Override the sweep name.")] = None,
     num_samples: Annotated[Optional[int], typer.Option(help="Override search.num_samples.")] = None,
-    address: Annotated[Optional[str], typer.Option(help="Ray address (auto, ray://host:10001).")] = None,
+    address: AddressOption = None,
     storage: StorageOption = DEFAULT_STORAGE,
-    mlflow_uri: Annotated[Optional[str], typer.Option(help="Override tracking.mlflow_uri.")] = None,
-    resume: Annotated[bool, typer.Option(help="Continue an interrupted sweep of this name.")] = False,
+    mlflow_uri: MlflowUriOption = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted sweep of this name.")] = False,
     overwrite: Annotated[
-        bool, typer.Option(help="Start a sweep again under a name that already ran (drops its Optuna study).")
+        bool,
+        typer.Option(
+            "--overwrite", help="Start a sweep again under a name that already ran (drops its Optuna study)."
+        ),
     ] = False,
-    quiet: Annotated[bool, typer.Option(help="No progress lines; only the final table and where results are.")] = False,
+    quiet: QuietOption = False,
     json_progress: Annotated[
         bool, typer.Option("--json-progress", help="Progress as one JSON object per update on stdout (no table).")
     ] = False,
@@ -111,6 +145,8 @@ def tune(
 
     if partition_by and partition:
         raise ConfigError(f"{file}: --partition-by: cannot be combined with --partition; use one of them")
+    if quiet and json_progress:
+        raise ConfigError(f"{file}: --quiet: cannot be combined with --json-progress; pass one of them")
     warm = WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode)
     mode = "json" if json_progress else "off" if quiet else "auto"
     options = RunOptions(storage, address, resume, None if quiet else console, warm, overwrite=overwrite, progress=mode)
@@ -142,7 +178,6 @@ def _tune_partitions(
     _exit_without_best([part.summary for part in results.values()])
 
 
-@app.command()
 @one_line_errors
 def repeat(
     name: Annotated[str, typer.Argument(help="A finished sweep.")],
@@ -151,15 +186,22 @@ def repeat(
     new_name: Annotated[Optional[str], typer.Option("--name", help="The new sweep's name (default NAME-repeat).")]
     = None,
     storage: StorageOption = DEFAULT_STORAGE,
-    mlflow_uri: Annotated[Optional[str], typer.Option(help="Override tracking.mlflow_uri.")] = None,
-    address: Annotated[Optional[str], typer.Option(help="Ray address (auto, ray://host:10001).")] = None,
-    quiet: Annotated[bool, typer.Option(help="No progress lines; only the final table and where results are.")] = False,
+    mlflow_uri: MlflowUriOption = None,
+    address: AddressOption = None,
+    quiet: QuietOption = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="No progress; print one JSON object: the new sweep's summary and verdict.")
+    ] = False,
 ) -> None:
     """Re-run the best configurations of a finished sweep with new seeds; say if the winner beats noise."""
     from hpo.api import repeat as run_repeat
 
     result = run_repeat(name, top=top, repeats=repeats, new_name=new_name, storage=storage, mlflow_uri=mlflow_uri,
-                        address=address, console=None if quiet else console)
+                        address=address, console=None if quiet or as_json else console)
+    if as_json:
+        print(json.dumps(repeat_json(result.summary, str(result.summary_path)), default=str))
+        _exit_without_best([result.summary])
+        return
     _print_summary(result.summary)
     console.print(f"summary: {result.summary_path}", highlight=False)
     _exit_without_best([result.summary])
@@ -173,34 +215,55 @@ def _lists_partitions(file: Path) -> bool:
     return isinstance(data, dict) and isinstance(data.get("data"), dict) and data["data"].get("partitions") is not None
 
 
-@app.command()
 @one_line_errors
 def validate(
     file: Annotated[Path, typer.Argument(help="Sweep file (YAML).")],
     storage: StorageOption = DEFAULT_STORAGE,
     sets: SetOption = None,
+    mlflow_uri: MlflowUriOption = None,
+    offline: Annotated[
+        bool, typer.Option("--offline", help="Check the file, data and model only: no MLflow server is contacted.")
+    ] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Check a sweep file, its data and its model reference without running anything.
 
     A sweep with data.partitions is checked partition by partition (one line each).
     """
+    from hpo.api import _overrides
     from hpo.config import load_sweep
     from hpo.partition import by_urls
     from hpo.preflight import preflight
     from hpo.search.budget import planned_trials
 
-    config = load_sweep(file, set_overrides(file, sets))
+    config = load_sweep(file, set_overrides(file, sets) | _overrides(None, None, mlflow_uri))
     parts = by_urls(config) if config.data.partitions else [(None, config)]
+    checked = []
     for label, part in parts:
         where = f"{file}" if label is None else f"{file} (partition {label})"
-        spec = preflight(part, Storage.parse(storage), where)
-        console.print(
-            f"{where}: ok — sweep '{part.name}', {len(part.space)} parameters, "
-            f"{part.search.algorithm} + {part.scheduler.type}, {planned_trials(part)} trials × "
-            f"{part.trial.workers} workers; train {spec.train.num_rows} rows, validation "
-            f"{spec.validation.num_rows} rows, {spec.train.feature_dim} features",
-            highlight=False,
-        )
+        spec = preflight(part, Storage.parse(storage), where, check_tracking=not offline)
+        row = {"partition": label, "name": part.name, "parameters": len(part.space),
+               "algorithm": part.search.algorithm, "scheduler": part.scheduler.type, "trials": planned_trials(part),
+               "workers": part.trial.workers, "train_rows": spec.train.num_rows,
+               "validation_rows": spec.validation.num_rows, "features": spec.train.feature_dim}
+        checked.append(row)
+        if not as_json:
+            console.print(
+                f"{where}: ok — sweep '{row['name']}', {row['parameters']} parameters, {row['algorithm']} + "
+                f"{row['scheduler']}, {row['trials']} trials × {row['workers']} workers; train {row['train_rows']} "
+                f"rows, validation {row['validation_rows']} rows, {row['features']} features",
+                highlight=False,
+            )
+    if as_json:
+        print(json.dumps({"file": str(file), "ok": True, "offline": offline, "sweeps": checked}))
+
+
+def repeat_json(summary: dict[str, Any], path: str) -> dict[str, Any]:
+    """``hpo repeat --json``: the repeat sweep's name, summary path, best trial and verdict (docs/cli.md)."""
+    statistics = summary.get("statistics") or {}
+    return {"name": summary["name"], "repeat_of": summary.get("repeat_of"), "status": summary.get("status"),
+            "summary": path, "best": summary.get("best"), "verdict": statistics.get("verdict"),
+            "configurations": statistics.get("configurations", [])}
 
 
 def _no_best(summary: dict) -> str:
@@ -267,7 +330,6 @@ def _print_statistics(statistics: dict | None) -> None:
     console.print(f"verdict: {statistics['verdict']}", highlight=False)
 
 
-@app.command()
 @one_line_errors
 def report(
     name: Annotated[str, typer.Argument(help="Sweep name.")],
@@ -312,6 +374,21 @@ def _cell(value: object) -> str:
     if value is None:
         return "-"
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+# The order of the help: a sweep's life first, then the tools around it.
+app.command(rich_help_panel=SWEEPS)(tune)
+app.command(rich_help_panel=SWEEPS)(validate)
+app.command(rich_help_panel=SWEEPS)(status)
+app.command(rich_help_panel=SWEEPS)(report)
+app.command("list", rich_help_panel=SWEEPS)(list_sweeps)
+app.command(rich_help_panel=SWEEPS)(stop)
+app.command(rich_help_panel=SWEEPS)(repeat)
+app.command(rich_help_panel=TOOLS)(ui)
+app.command(rich_help_panel=TOOLS)(sync)
+app.command(rich_help_panel=TOOLS)(init)
+app.add_typer(data_app, name="data", rich_help_panel=TOOLS)
+app.add_typer(cluster_app, name="cluster", rich_help_panel=TOOLS)
 
 
 def main() -> None:

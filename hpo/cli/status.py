@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from hpo.cli.errors import one_line_errors
+from hpo.cli.options import StorageOption
 from hpo.errors import ConfigError
 from hpo.options import summary_path
 from hpo.progress.live import PROGRESS_FILE, Snapshot, read_live
@@ -53,7 +54,7 @@ def _summary_status(name: str, summary: dict[str, Any]) -> dict[str, Any]:
 @one_line_errors
 def status(
     name: Annotated[str, typer.Argument(help="Sweep name.")],
-    storage: Annotated[str, typer.Option("--storage", help="Where sweeps live (directory or URI).")] = DEFAULT_STORAGE,
+    storage: StorageOption = DEFAULT_STORAGE,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object instead of lines.")] = False,
 ) -> None:
     """A sweep's state: live while it runs (from another terminal), from its summary.json after."""

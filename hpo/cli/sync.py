@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from hpo.cli.errors import one_line_errors
+from hpo.cli.options import StorageOption
 from hpo.errors import HpoError
 from hpo.storage import DEFAULT_STORAGE, Storage
 
@@ -14,7 +15,7 @@ from hpo.storage import DEFAULT_STORAGE, Storage
 @one_line_errors
 def sync(
     name: Annotated[str, typer.Argument(help="Sweep name.")],
-    storage: Annotated[str, typer.Option("--storage", help="Where sweeps live (directory or URI).")] = DEFAULT_STORAGE,
+    storage: StorageOption = DEFAULT_STORAGE,
 ) -> None:
     """Send what a sweep could not log to MLflow (kept in STORAGE/NAME/mlflow_spool.jsonl)."""
     from hpo.summary import sync_sweep

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from hpo.cli.errors import one_line_errors
+from hpo.cli.options import StorageOption
 from hpo.errors import ConfigError, HpoError
 from hpo.storage import DEFAULT_STORAGE, Storage
 from hpo.summary import read_summary
@@ -42,8 +43,11 @@ def _interrupt(signum: int, frame: object) -> None:
 @one_line_errors
 def ui(
     name: Annotated[Optional[str], typer.Argument(help="Sweep whose store to serve (from its summary).")] = None,
-    storage: Annotated[str, typer.Option("--storage", help="Where sweeps live (directory or URI).")] = DEFAULT_STORAGE,
-    mlflow_uri: Annotated[Optional[str], typer.Option(help="Tracking store to serve (sqlite:/// or a path).")] = None,
+    storage: StorageOption = DEFAULT_STORAGE,
+    mlflow_uri: Annotated[
+        Optional[str],
+        typer.Option("--mlflow-uri", envvar="HPO_MLFLOW_URI", help="Tracking store to serve (sqlite:/// or a path)."),
+    ] = None,
     port: Annotated[Optional[int], typer.Option(help="Port on 127.0.0.1 (default: a free one).")] = None,
 ) -> None:
     """Start the MLflow UI (a real mlflow server) on 127.0.0.1; Ctrl-C stops it."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from hpo.config import SweepConfig
@@ -35,7 +36,9 @@ def header(config: SweepConfig, options: RunOptions, planned: int) -> Header:
     trial, uri = config.trial, masked(normalize_uri(config.tracking.mlflow_uri))
     description = (f"{planned} trials × {trial.workers} workers, {config.search.algorithm} + "
                    f"{config.scheduler.type}, up to {trial.max_epochs} epochs each")
-    study = "" if config.search.algorithm == "grid" else f"optuna-dashboard {study_url(options.sweep_dir(config.name))}"
+    # the optuna-dashboard command only where it is installed (it is no dependency of hpo)
+    dashboard = config.search.algorithm != "grid" and importlib.util.find_spec("optuna_dashboard") is not None
+    study = f"optuna-dashboard {study_url(options.sweep_dir(config.name))}" if dashboard else ""
     mlflow = f"open {uri}" if is_server(uri) else f"hpo ui --mlflow-uri {uri}"
     return Header(config.name, description, mlflow, study, config.cost.currency)
 

@@ -120,11 +120,20 @@ def test_sigterm_exits_143_and_the_sweep_says_interrupted(tmp_path, write_sweep)
                               capture_output=True, text=True, timeout=120)
         shown = subprocess.run([HPO, "status", "termed", "--storage", str(runs)], cwd=tmp_path,
                                capture_output=True, text=True, timeout=120)
-        proc.send_signal(signal.SIGTERM)
+        record = json.loads((runs / "termed" / "driver.json").read_text())
+        listed = subprocess.run([HPO, "list", "--storage", str(runs), "--json"], cwd=tmp_path, capture_output=True,
+                                text=True, timeout=120)
+        # `hpo stop` from another terminal: SIGTERM to the driver that driver.json names
+        stopped = subprocess.run([HPO, "stop", "termed", "--storage", str(runs)], cwd=tmp_path,
+                                 capture_output=True, text=True, timeout=120)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    assert record["pid"] == proc.pid
+    assert [(s["name"], s["state"]) for s in json.loads(listed.stdout)["sweeps"]] == [("termed", "running")]
+    assert stopped.returncode == 0 and stopped.stdout.startswith(f"termed: sent SIGTERM to its driver (pid {proc.pid})")
+    assert not (runs / "termed" / "driver.json").exists()  # removed by the driver as it ended
     assert live.returncode == 0, live.stderr
     state = json.loads(live.stdout)
     assert state["state"] == "running" and state["running"] == 1 and state["age_s"] < 10

@@ -39,7 +39,7 @@ LAYERS = [
     {"sweep"},
     {"tuner"},
     {"preflight", "summary", "ray_session", "progress", "rerun", "report"},
-    {"search", "trial", "tracking", "cluster", "repeats", "interrupt"},
+    {"search", "trial", "tracking", "cluster", "repeats", "interrupt", "driver"},
     {"data", "models", "compat"},
     {"config", "objective", "stats", "options", "storage", "errors", "_env", "trial.protocol"},
 ]
