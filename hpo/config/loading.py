@@ -119,8 +119,8 @@ class TooLargeError(yaml.YAMLError):
     """A YAML document's aliases expand to more than :data:`MAX_NODES` values (or refer to themselves)."""
 
     def __init__(self, line: int, cyclic: bool = False) -> None:
-        what = "an alias refers to the value that holds it" if cyclic else f"aliases expand to more than {MAX_NODES:,} values"
-        super().__init__(what)
+        what = f"aliases expand to more than {MAX_NODES:,} values"
+        super().__init__("an alias refers to the value that holds it" if cyclic else what)
         self.line = line
         self.cyclic = cyclic
 
