@@ -97,7 +97,9 @@ def _trainer_param_problem(
         values = list(spec.choices or spec.values or [])
         key = "choices" if spec.type == "categorical" else "values"
         for value in values:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if isinstance(value, bool):
+                return f"{str(value).lower()} is a boolean, not a number; write {what}"
+            if not isinstance(value, (int, float)):
                 return f"{value!r} is {'text' if isinstance(value, str) else type(value).__name__}, not a number; " \
                        f"write {what} without quotes"
             if whole and value != int(value):
