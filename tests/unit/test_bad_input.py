@@ -304,3 +304,20 @@ def test_a_model_module_that_exits_at_import_is_one_line(tmp_path):
         f"model: importing 'exiting_model' called sys.exit(3) at {tmp_path / 'exiting_model.py'}:3; a model module "
         "must not exit: move that code under 'if __name__ == \"__main__\":'"
     ]
+
+
+# -- hpo tune checks before it announces the sweep ------------------------------------------------------------
+
+def test_tune_with_the_mlflow_server_down_says_so_before_announcing_anything(tmp_path):
+    from hpo.tracking.server import free_port
+
+    uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(base_sweep(name="down", tracking={"mlflow_uri": uri}), sort_keys=False))
+    proc = hpo_cli("tune", str(path), "--storage", str(tmp_path / "runs"), cwd=tmp_path)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert proc.stdout == ""  # no header, no "MLflow: open http://…" for a server that is down
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: tracking.mlflow_uri: MLflow server {uri} is "
+                                                   "unreachable ("), lines
+    assert lines[0].endswith("; start it (hpo ui --port N, or mlflow server) or use a sqlite:/// URI")
