@@ -8,6 +8,8 @@ deeper than :data:`MAX_DEPTH`, and aliases that expand to more than :data:`MAX_N
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from hpo.config.schema import SweepConfig
-from hpo.config.sections import KeyedError, KeyedErrors
+from hpo.config.sections import INT_MAX, KeyedError, KeyedErrors
 from hpo.errors import ConfigError
 
 
@@ -65,8 +67,10 @@ def _format_one(source: str, err: dict[str, Any], ctx_error: Any) -> str:
         if isinstance(value, str):
             shown = repr(value) if len(value) <= 40 else repr(value[:37] + "...")
             return f"{source}: {key}: {shown} is text, not {number}; write {number} without quotes"
-        if kind == "int_type" and isinstance(value, float) and value == value and abs(value) != float("inf"):
-            return f"{source}: {key}: {value!r} is not a whole number; write an integer (e.g. {int(value)})"
+        if kind == "int_type" and isinstance(value, float) and value.is_integer() and abs(value) <= INT_MAX:
+            return f"{source}: {key}: {value!r} is a decimal number; write {int(value)}"
+        if kind == "int_type" and isinstance(value, float) and math.isfinite(value):
+            return f"{source}: {key}: {value:g} is not a whole number up to 2**31; write one"
     shown = repr(err.get("input"))
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
     return f"{source}: {key}: {err['msg'].lower()} (got {shown}); fix the value"
@@ -163,6 +167,20 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise DuplicateKeyError(key, key_node.start_mark.line + 1)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+#: YAML 1.2's exponent floats without a dot (``1e-5``), which YAML 1.1 (PyYAML) reads as text: a number here.
+_EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789"))
+
+
+def yaml_value(text: str) -> Any:
+    """One value written as YAML (a ``--set`` value), read by the same rules as a sweep file (``1e-3`` is a number).
+
+    Raises:
+        yaml.YAMLError: If ``text`` is not YAML, nests too deeply or expands its aliases too far.
+    """
+    return yaml.load(text, Loader=_UniqueKeyLoader)
 
 
 def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int], depth: int = 1) -> int:

@@ -106,7 +106,8 @@ def test_a_grid_sweep_without_grid_points_is_refused(tmp_path):
 @pytest.mark.parametrize(("key", "value", "line"), [
     ("workers", "3", "trial.workers: '3' is text, not a whole number; write a whole number without quotes"),
     ("workers", True, "trial.workers: true is a boolean, not a whole number; write a whole number"),
-    ("max_epochs", 3.0, "trial.max_epochs: 3.0 is not a whole number; write an integer (e.g. 3)"),
+    ("max_epochs", 3.0, "trial.max_epochs: 3.0 is a decimal number; write 3"),
+    ("max_epochs", 2.5, "trial.max_epochs: 2.5 is not a whole number up to 2**31; write one"),
     ("learning_rate", "0.01", "trial.learning_rate: '0.01' is text, not a number; write a number without quotes"),
     ("max_failures", 10**30, "trial.max_failures: 1000000000000000000000000000000 is out of range (input should be "
                              "less than or equal to 2147483648); change it"),
@@ -321,3 +322,19 @@ def test_tune_with_the_mlflow_server_down_says_so_before_announcing_anything(tmp
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}: tracking.mlflow_uri: MLflow server {uri} is "
                                                    "unreachable ("), lines
     assert lines[0].endswith("; start it (hpo ui --port N, or mlflow server) or use a sqlite:/// URI")
+
+
+def test_exponent_floats_are_numbers_in_a_sweep_file_and_in_set(tmp_path):
+    from hpo.cli.main import set_overrides
+    from hpo.config import load_sweep
+
+    path = tmp_path / "s.yaml"
+    text = yaml.safe_dump(base_sweep(), sort_keys=False).replace("low: 0.001", "low: 1e-5")
+    path.write_text(text + "trial: {learning_rate: 2E-3}\n")
+    overrides = set_overrides(path, ["search.seed=7", "trial.simulated_epoch_s=1e-1"])
+    config = load_sweep(path, overrides)
+    assert config.space["learning_rate"].low == 1e-5 and config.trial.learning_rate == 2e-3
+    assert config.search.seed == 7 and config.trial.simulated_epoch_s == 0.1
+    assert errors_of(tmp_path, text.replace("low: 1e-5", "low: '1e-5'")) == [
+        "space.learning_rate.low: '1e-5' is text, not a number; write a number without quotes"
+    ]
