@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -87,7 +88,7 @@ def _trainer_param_problem(
 ) -> str | None:
     """What is wrong with one numeric trainer parameter, or None."""
     what = "whole numbers" if whole else "numbers"
-    bounds = f"{'from' if low_ok else 'above'} {low:g} {'to' if low_ok else 'up to'} {high:g}"
+    bounds = f"{'from' if low_ok else 'above'} {_number(low)} {'to' if low_ok else 'up to'} {_number(high)}"
     if spec.type == "float" and whole:
         return f"a float range gives fractional values, but {what_it_is} takes {what}; use type: int"
     if spec.type in ("float", "int"):
@@ -102,12 +103,19 @@ def _trainer_param_problem(
             if not isinstance(value, (int, float)):
                 return f"{value!r} is {'text' if isinstance(value, str) else type(value).__name__}, not a number; " \
                        f"write {what} without quotes"
+            if not math.isfinite(value):
+                return f"{value} is not a finite number; write {what}"
             if whole and value != int(value):
                 return f"{value!r} is not a whole number; {what_it_is} takes {what}, write one"
     bad = next((v for v in values if v is not None and (v < low or v > high or (v == low and not low_ok))), None)
     if bad is not None:
-        return f"{bad:g} cannot be {what_it_is} ({what} {bounds}); keep {key} within that"
+        return f"{_number(bad)} cannot be {what_it_is} ({what} {bounds}); keep {key} within that"
     return None
+
+
+def _number(value: float) -> str:
+    """A bound or value as written: ``1048576``, ``0.001``, ``1e+30``."""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
 
 
 def check_conditions(space: dict[str, ParamSpec], algorithm: str) -> None:

@@ -63,6 +63,11 @@ SPACE_CASES = {
         {"batch_size_per_worker": {"type": "categorical", "choices": [16, 32.5]}},
         "space.batch_size_per_worker: 32.5 is not a whole number; a batch size takes whole numbers, write one",
     ),
+    "batch size above 2**20": (
+        {"batch_size_per_worker": {"type": "int", "low": 16, "high": 2**21}},
+        "space.batch_size_per_worker: 2097152 cannot be a batch size (whole numbers from 1 to 1048576); keep the "
+        "range within that",
+    ),
     "learning-rate choices as text": (
         {"learning_rate": {"type": "categorical", "choices": ["0.01", "0.1"]}},
         "space.learning_rate: '0.01' is text, not a number; write numbers without quotes",

@@ -79,6 +79,8 @@ SPACES = {
     "fractional batch-size choice": {"batch_size_per_worker": {"type": "categorical", "choices": [16, 32.5]}},
     "batch-size choice as text": {"batch_size_per_worker": {"type": "categorical", "choices": ["32"]}},
     "boolean batch-size choice": {"batch_size_per_worker": {"type": "categorical", "choices": [True, 32]}},
+    "infinite batch-size choice": {"batch_size_per_worker": {"type": "categorical", "choices": [math.inf]}},
+    "nan learning-rate choice": {"learning_rate": {"type": "categorical", "choices": [math.nan]}},
     "negative momentum": {"optimizer": {"type": "categorical", "choices": ["sgd"]},
                           "momentum": {"type": "float", "low": -0.5, "high": 0.9}},
     "int range up to 1e30": {"units": {"type": "int", "low": 1, "high": 10**30}},
