@@ -73,7 +73,7 @@ SPACES = {
     "zero learning-rate choice": {"learning_rate": {"type": "categorical", "choices": [0, 0.1]}},
     "learning rate above 10": {"learning_rate": {"type": "float", "low": 0.1, "high": 100}},
     "learning-rate choices as text": {"learning_rate": {"type": "categorical", "choices": ["0.01", "0.1"]}},
-    "learning-rate grid values as text": {"learning_rate": {"type": "categorical", "choices": ["1e-3"]}},
+    "learning-rate choices partly text": {"learning_rate": {"type": "categorical", "choices": [0.1, "0.01"]}},
     "float batch-size range": {"batch_size_per_worker": {"type": "float", "low": 16, "high": 64}},
     "zero batch size": {"batch_size_per_worker": {"type": "int", "low": 0, "high": 64}},
     "fractional batch-size choice": {"batch_size_per_worker": {"type": "categorical", "choices": [16, 32.5]}},
