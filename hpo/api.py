@@ -27,7 +27,7 @@ def _load(sweep: str | Path | SweepConfig, overrides: dict[str, Any]) -> tuple[S
 
         data = sweep.model_dump()
         for key, value in overrides.items():
-            apply_override(data, key, value)
+            apply_override(data, key, value, source)
         return parse_sweep(data, source), source
     return load_sweep(sweep, overrides), source
 

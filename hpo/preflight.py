@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 
 from hpo.config import SweepConfig
@@ -11,6 +10,7 @@ from hpo.data import PART, DatasetInfo, builtin_digits, describe, path_to_url, s
 from hpo.errors import ConfigError
 from hpo.storage import Storage
 from hpo.trial.spec import TrialSpec, resolve_model
+from hpo.writable import unwritable
 
 #: Sub-directory of the storage (and of the driver's state root) holding the datasets hpo writes.
 DATA_DIR = "_data"
@@ -40,6 +40,7 @@ def preflight(
         )
     if check_tracking:
         check_reachable(normalize_uri(config.tracking.mlflow_uri), source)
+    _check_writable(config, source)
     if config.search.algorithm == "optuna-gp" and importlib.util.find_spec("torch") is None:
         raise ConfigError(
             f"{source}: search.algorithm: optuna-gp needs torch, which is not installed; "
@@ -52,7 +53,7 @@ def preflight(
 
 
 def _check_batch_and_cache(config: SweepConfig, train: DatasetInfo, source: str) -> None:
-    """A step's rows fit in the training set; the cache directory can be written."""
+    """A step's rows fit in the training set."""
     trial = config.trial
     batch = config.space.get("batch_size_per_worker")
     largest = int(batch.high if batch is not None and batch.high is not None else trial.batch_size_per_worker)
@@ -62,16 +63,34 @@ def _check_batch_and_cache(config: SweepConfig, train: DatasetInfo, source: str)
             f"{source}: {key}: {largest} rows × {trial.workers} workers a step is more than the "
             f"{train.num_rows} training rows; lower it"
         )
+
+
+def _check_writable(config: SweepConfig, source: str) -> None:
+    """The local MLflow store and the reader cache (when enabled) can be written, probed by writing there.
+
+    Each probe creates one file of its own and deletes it again (:func:`hpo.writable.unwritable`).
+    """
+    from hpo.config.tracking_uri import masked
+    from hpo.tracking.uri import local_store_dir, normalize_uri
+    from hpo.trial.spec import DEFAULT_CACHE_DIR
+
+    uri = config.tracking.mlflow_uri
+    store = local_store_dir(normalize_uri(uri))
+    problem = unwritable(store) if store is not None else None
+    if problem:
+        raise ConfigError(
+            f"{source}: tracking.mlflow_uri: {masked(uri)} cannot be written ({problem}); use a writable "
+            "directory, e.g. sqlite:///mlflow.db"
+        )
     cache = config.data.cache
-    if cache.enabled and cache.dir:
-        existing = Path(cache.dir).expanduser().absolute()
-        while not existing.exists():
-            existing = existing.parent
-        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-            raise ConfigError(
-                f"{source}: data.cache.dir: {cache.dir} cannot be written ({existing} is not a writable "
-                "directory); pick a writable directory or remove dir"
-            )
+    if cache.enabled:
+        problem = unwritable(cache.dir or DEFAULT_CACHE_DIR)
+        if problem and cache.dir:
+            raise ConfigError(f"{source}: data.cache.dir: {cache.dir} cannot be written ({problem}); pick a "
+                              "writable directory or remove dir")
+        if problem:
+            raise ConfigError(f"{source}: data.cache.enabled: the default cache directory {DEFAULT_CACHE_DIR} "
+                              f"cannot be written ({problem}); set data.cache.dir to a writable directory")
 
 
 def publish(storage: Storage, url: str, *, keep: bool = False) -> str:
@@ -126,7 +145,7 @@ def resolve_data(config: SweepConfig, storage: Storage | Path | str, source: str
     if d.train.startswith("builtin:"):
         if d.train != "builtin:digits":
             raise ConfigError(f"{source}: data.train: unknown built-in dataset '{d.train}'; use builtin:digits")
-        train_url, val_url = builtin_digits(data_root, d.validation_fraction, config.search.seed or 0)
+        train_url, val_url = builtin_digits(data_root, d.validation_fraction, config.search.seed or 0, source)
         train_url, val_url = (publish(storage, url, keep=True) for url in (train_url, val_url))
     elif d.validation:
         train_url, val_url = d.train, d.validation
@@ -139,6 +158,7 @@ def resolve_data(config: SweepConfig, storage: Storage | Path | str, source: str
             path_to_url(dest / "validation"),
             d.validation_fraction,
             config.search.seed or 0,
+            source,
         )
         train_url, val_url = (publish(storage, url) for url in (train_url, val_url))
     kw = {"features": d.features, "label": d.label, "task": d.task, "source": source}

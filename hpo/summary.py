@@ -11,6 +11,7 @@ that configuration, its best repeat; ``statistics`` says whether it beats the ot
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -22,7 +23,7 @@ from hpo.objective import best_value, configuration_key, reaches_goal, repeats_r
 from hpo.options import summary_path
 from hpo.stats import Comparison, compare
 from hpo.storage import Storage, checkpoint_uri, write_text_atomic
-from hpo.trial.protocol import REPEAT_KEY, SCORED_STATUSES, TrialRow, epochs_of, error_line, trial_status
+from hpo.trial.protocol import REPEAT_KEY, SCORED_STATUSES, TrialRow, epochs_of, trial_failure_line, trial_status
 
 SweepStatus = Literal["finished", "interrupted"]
 
@@ -110,10 +111,16 @@ def trial_rows(
                 mlflow_run_id=run_ids.get(trial_id),
                 checkpoint=checkpoint_uri(result.checkpoint) if result.checkpoint else None,
                 repeat=repeat,
-                error=error_line(result.error) if result.error is not None else None,
+                error=trial_failure_line(_error_file(result), result.error) if result.error is not None else None,
             )
         )
     return sorted(rows, key=lambda r: r.trial_id)
+
+
+def _error_file(result: Any) -> str | None:
+    """Tune's ``error.txt`` of a failed trial's result, when its directory is local (else None)."""
+    path = getattr(result, "path", None)
+    return os.path.join(str(path), "error.txt") if path and "://" not in str(path) else None
 
 
 def best_row(rows: list[TrialRow], mode: str, configuration: str | None = None) -> TrialRow | None:

@@ -62,9 +62,9 @@ def _run(
     from hpo.search import planned_trials
     from hpo.tracking.sweep_tracker import MlflowTracker
 
+    spec = spec or preflight(config, options.storage, source)  # nothing is announced before the checks pass
     monitor = monitor_for(config, options, planned_trials(config))
-    monitor.begin()  # the header from the first second
-    spec = spec or preflight(config, options.storage, source)
+    monitor.begin()  # the header (its "MLflow: open …" names a store the checks found working)
     monitor.progress.samples_per_epoch = samples_per_epoch(spec)
     warm_points = _warm_points(config, options, source)
     started_ray = start_ray(options.address)

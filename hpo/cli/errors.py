@@ -44,7 +44,8 @@ def one_line_errors(func: F) -> F:
         except ConfigError as exc:
             if os.environ.get("HPO_DEBUG"):
                 raise
-            print(f"error: {exc}", file=sys.stderr)
+            for line in str(exc).splitlines():  # one line per problem (a sweep file's every problem at once)
+                print(f"error: {line}", file=sys.stderr)
             raise typer.Exit(2) from None
         except Exception as exc:
             if os.environ.get("HPO_DEBUG"):

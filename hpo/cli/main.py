@@ -87,13 +87,15 @@ def set_overrides(file: Path, pairs: list[str] | None) -> dict[str, object]:
     """
     import yaml
 
+    from hpo.config import yaml_value
+
     overrides: dict[str, object] = {}
     for pair in pairs or []:
         key, sep, text = pair.partition("=")
         if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
             raise ConfigError(f"{file}: --set: '{pair}' is not KEY=VALUE; write e.g. --set trial.max_epochs=3")
         try:
-            overrides[key.strip()] = yaml.safe_load(text)
+            overrides[key.strip()] = yaml_value(text)  # the sweep file's rules: 1e-3 is a number
         except yaml.YAMLError:
             raise ConfigError(f"{file}: --set {key.strip()}: '{text}' is not a YAML value; quote it") from None
     return overrides

@@ -7,7 +7,7 @@ parameters), :mod:`~hpo.config.schema` (:class:`SweepConfig` and cross-section c
 
 from __future__ import annotations
 
-from hpo.config.loading import apply_override, load_sweep, parse_sweep, read_yaml
+from hpo.config.loading import apply_override, load_sweep, parse_sweep, read_yaml, yaml_value
 from hpo.config.schema import SweepConfig
 from hpo.config.sections import (
     CacheConfig,
@@ -44,4 +44,5 @@ __all__ = [
     "parse_sweep",
     "partition_label",
     "read_yaml",
+    "yaml_value",
 ]

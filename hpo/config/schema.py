@@ -13,6 +13,7 @@ from hpo.config.sections import (
     DataConfig,
     FrozenModel,
     KeyedError,
+    KeyedErrors,
     ObjectiveConfig,
     SchedulerConfig,
     SearchConfig,
@@ -20,7 +21,7 @@ from hpo.config.sections import (
     TrialConfig,
     default_metrics,
 )
-from hpo.config.space import ParamSpec, check_conditions
+from hpo.config.space import ParamSpec, check_conditions, check_trainer_params
 
 _MODEL_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
@@ -55,16 +56,18 @@ class SweepConfig(FrozenModel):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> SweepConfig:
-        _check_grid(self)
-        _check_search(self.search)
-        if self.scheduler.bootstrap_count and self.scheduler.type != "asha":
-            raise KeyedError(
-                "scheduler.bootstrap_count",
-                f"only the asha scheduler has it (not {self.scheduler.type}); remove it or use type: asha",
-            )
-        check_conditions(self.space, self.search.algorithm)
-        _check_metric(self)
-        _check_epochs_and_optimizers(self)
+        """Checks that span sections; every one runs, and every problem found is reported (one line each)."""
+        errors = check_trainer_params(self.space)
+        for check in (_check_grid, _check_search, _check_bootstrap, _check_conditions, _check_metric,
+                      _check_epochs_and_optimizers):
+            try:
+                check(self)
+            except KeyedError as exc:
+                errors.append(exc)
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            raise KeyedErrors(errors)
         return self
 
     @property
@@ -99,6 +102,12 @@ def _check_grid(config: SweepConfig) -> None:
         )
     if algorithm != "grid":
         return
+    if not any(p.type in ("grid", "categorical") for p in config.space.values()):
+        raise KeyedError(
+            "search.algorithm",
+            "grid search needs points, but every parameter of space is a range; list values (type: grid) or "
+            "choices for at least one, or use random",
+        )
     points = config.grid_size
     if "num_samples" not in config.search.model_fields_set:  # unset: each point once, whatever the grid's size
         object.__setattr__(config, "search", config.search.model_copy(update={"num_samples": points}))
@@ -115,7 +124,20 @@ def _check_grid(config: SweepConfig) -> None:
         )
 
 
-def _check_search(search: SearchConfig) -> None:
+def _check_bootstrap(config: SweepConfig) -> None:
+    if config.scheduler.bootstrap_count and config.scheduler.type != "asha":
+        raise KeyedError(
+            "scheduler.bootstrap_count",
+            f"only the asha scheduler has it (not {config.scheduler.type}); remove it or use type: asha",
+        )
+
+
+def _check_conditions(config: SweepConfig) -> None:
+    check_conditions(config.space, config.search.algorithm)
+
+
+def _check_search(config: SweepConfig) -> None:
+    search = config.search
     if search.max_trials is not None and search.max_trials % search.repeats:
         raise KeyedError(
             "search.max_trials",

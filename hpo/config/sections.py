@@ -14,6 +14,8 @@ from hpo.config.keras_names import LOSSES, METRICS, OPTIMIZERS, unknown
 from hpo.config.tracking_uri import check_tracking_uri
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+#: The largest whole number any integer key (or an int parameter's range) takes.
+INT_MAX = 2**31
 _URL_SCHEMES = ("file://", "s3://", "gs://", "gcs://", "hdfs://", "builtin:")
 
 
@@ -23,6 +25,14 @@ class KeyedError(ValueError):
     def __init__(self, key: str, message: str) -> None:
         super().__init__(message)
         self.key = key
+
+
+class KeyedErrors(ValueError):
+    """Several cross-field errors found together: each becomes its own line."""
+
+    def __init__(self, errors: list[KeyedError]) -> None:
+        super().__init__("; ".join(f"{e.key}: {e}" for e in errors))
+        self.errors = errors
 
 
 def default_metrics(task: str) -> list[str]:
@@ -40,7 +50,7 @@ class CacheConfig(FrozenModel):
     """Petastorm's local-disk cache on each node, kept across the trials of a sweep (opt-in)."""
 
     enabled: bool = False
-    size_limit_mb: int = Field(default=2048, ge=1)
+    size_limit_mb: int = Field(default=2048, ge=1, le=INT_MAX, strict=True)
     dir: str | None = None
 
 
@@ -88,7 +98,7 @@ class DataConfig(FrozenModel):
 
     train: str | None = None
     validation: str | None = None
-    validation_fraction: float = Field(default=0.2, gt=0, lt=1)
+    validation_fraction: float = Field(default=0.2, gt=0, lt=1, strict=True)
     features: str = "features"
     label: str = "label"
     task: Literal["classification", "regression"] = "classification"
@@ -158,22 +168,22 @@ class ObjectiveConfig(FrozenModel):
     mode: Literal["max", "min"] = "max"
     #: Stop the whole sweep as soon as one epoch of a trial reaches this value (at least it for ``max``, at
     #: most it for ``min``), like Katib's objective goal; None: run the whole budget.
-    goal: float | None = Field(default=None, ge=-1e12, le=1e12)
+    goal: float | None = Field(default=None, ge=-1e12, le=1e12, strict=True)
 
 
 class SearchConfig(FrozenModel):
     """The search algorithm and its budget."""
 
     algorithm: Literal["optuna-tpe", "optuna-gp", "random", "grid"] = "optuna-tpe"
-    num_samples: int = Field(default=8, ge=1)
-    max_concurrent: int = Field(default=2, ge=1)
-    seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
-    repeats: int = Field(default=1, ge=1)
-    time_budget_s: float | None = Field(default=None, gt=0, le=366 * 86400)
+    num_samples: int = Field(default=8, ge=1, le=INT_MAX, strict=True)
+    max_concurrent: int = Field(default=2, ge=1, le=INT_MAX, strict=True)
+    seed: int | None = Field(default=None, ge=0, le=2**32 - 1, strict=True)
+    repeats: int = Field(default=1, ge=1, le=INT_MAX, strict=True)
+    time_budget_s: float | None = Field(default=None, gt=0, le=366 * 86400, strict=True)
     #: The most trials the sweep runs (each repeat and warm-start re-evaluation is a trial); None: no cap.
-    max_trials: int | None = Field(default=None, ge=1)
+    max_trials: int | None = Field(default=None, ge=1, le=INT_MAX, strict=True)
     #: Random trials before TPE / GP start modelling (Optuna's ``n_startup_trials``); None: Optuna's 10.
-    startup_trials: int | None = Field(default=None, ge=1)
+    startup_trials: int | None = Field(default=None, ge=1, le=INT_MAX, strict=True)
     #: The sweep whose best configurations this one re-runs with new seeds (set by ``hpo repeat``).
     repeat_of: str | None = Field(default=None, min_length=1, max_length=200)
 
@@ -182,37 +192,37 @@ class SchedulerConfig(FrozenModel):
     """The early-stopping scheduler (ASHA by default)."""
 
     type: Literal["asha", "hyperband", "median", "fifo"] = "asha"
-    grace_period: int = Field(default=1, ge=1)
-    reduction_factor: float = Field(default=2.0, gt=1, le=100)
+    grace_period: int = Field(default=1, ge=1, le=INT_MAX, strict=True)
+    reduction_factor: float = Field(default=2.0, gt=1, le=100, strict=True)
     #: ASHA only: a trial reaching a rung below ``max_epochs`` stops there while fewer than this many trials
     #: reached that rung before it (Optuna's ``bootstrap_count``). 0: Tune's ASHA, where the first trial at a
     #: rung has nothing to be compared with and always continues.
-    bootstrap_count: int = Field(default=0, ge=0)
+    bootstrap_count: int = Field(default=0, ge=0, le=INT_MAX, strict=True)
 
 
 class EarlyStoppingConfig(FrozenModel):
     """Keras EarlyStopping inside each trial (best weights are restored)."""
 
-    patience: int = Field(default=3, ge=0)
-    min_delta: float = Field(default=0.0, ge=0, le=1e6)
+    patience: int = Field(default=3, ge=0, le=INT_MAX, strict=True)
+    min_delta: float = Field(default=0.0, ge=0, le=1e6, strict=True)
 
 
 class TrialConfig(FrozenModel):
     """How one trial runs: workers, resources, epochs, batch and learning-rate rules."""
 
-    workers: int = Field(default=2, ge=1)
-    cpus_per_worker: float = Field(default=1.0, gt=0, le=1024)
-    gpus_per_worker: float = Field(default=0.0, ge=0, le=64)
-    max_epochs: int = Field(default=10, ge=1, le=100_000)
-    batch_size_per_worker: int = Field(default=32, ge=1, le=2**20)
+    workers: int = Field(default=2, ge=1, le=INT_MAX, strict=True)
+    cpus_per_worker: float = Field(default=1.0, gt=0, le=1024, strict=True)
+    gpus_per_worker: float = Field(default=0.0, ge=0, le=64, strict=True)
+    max_epochs: int = Field(default=10, ge=1, le=100_000, strict=True)
+    batch_size_per_worker: int = Field(default=32, ge=1, le=2**20, strict=True)
     lr_scaling: Literal["linear", "sqrt", "none"] = "linear"
     early_stopping: EarlyStoppingConfig = EarlyStoppingConfig()
     loss: str | None = None
     metrics: list[str] | None = None
     optimizer: str = "adam"
-    learning_rate: float = Field(default=1e-3, gt=0, le=10)
-    reference_batch_size: int | None = Field(default=None, ge=1)
-    max_failures: int = Field(default=1, ge=0)
+    learning_rate: float = Field(default=1e-3, gt=0, le=10, strict=True)
+    reference_batch_size: int | None = Field(default=None, ge=1, le=INT_MAX, strict=True)
+    max_failures: int = Field(default=1, ge=0, le=INT_MAX, strict=True)
     #: CPU workers with whole CPUs claim that many free cores of their node and run only on them.
     pin_cpus: bool = True
     #: Checkpoint every epoch (a failed or paused trial resumes from its last one; while one is still being
@@ -222,7 +232,7 @@ class TrialConfig(FrozenModel):
     #: Horovod (tests of search and scheduling; no model is trained or registered).
     backend: Literal["horovod", "simulated"] = "horovod"
     #: Seconds one simulated epoch takes (``backend: simulated`` only).
-    simulated_epoch_s: float = Field(default=0.1, gt=0, le=60)
+    simulated_epoch_s: float = Field(default=0.1, gt=0, le=60, strict=True)
 
     @field_validator("optimizer")
     @classmethod
@@ -258,9 +268,9 @@ class CostConfig(FrozenModel):
     """Prices for the cost the progress view estimates (0 everywhere: no cost is shown)."""
 
     #: Price of one GPU for an hour (every GPU a trial's workers hold counts).
-    per_gpu_hour: float = Field(default=0.0, ge=0, le=1e6)
+    per_gpu_hour: float = Field(default=0.0, ge=0, le=1e6, strict=True)
     #: Price of one CPU for an hour (every CPU a trial's workers hold counts).
-    per_cpu_hour: float = Field(default=0.0, ge=0, le=1e6)
+    per_cpu_hour: float = Field(default=0.0, ge=0, le=1e6, strict=True)
     #: Shown before amounts.
     currency: str = Field(default="$", min_length=1, max_length=5)
 

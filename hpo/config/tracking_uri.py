@@ -24,18 +24,33 @@ def masked(uri: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", uri)
 
 
+def _check_plain(uri: str) -> str | None:
+    """A URI without ``://``: ``databricks``, a directory path, or ``NAME:…`` with a scheme MLflow does not have."""
+    if uri == "databricks":
+        return None
+    prefix = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):", uri)
+    if prefix is None or len(prefix.group(1)) == 1:  # a path (C:\\ is a Windows drive)
+        return None
+    scheme = prefix.group(1).split("+", 1)[0].lower()
+    if scheme in ("sqlite", "http", "https"):
+        return f"'{masked(uri)}' is not a complete URI; use sqlite:///mlflow.db"
+    if scheme == "file":
+        return None
+    return f"'{prefix.group(1)}:' is not an MLflow store; use sqlite:///mlflow.db, a directory or http://host:port"
+
+
 def check_tracking_uri(uri: str) -> str | None:
     """The problem with ``uri`` (a message with its fix), or None if MLflow could use it.
 
     Accepted: ``sqlite:///path.db`` (its directory must exist), ``file://`` or a plain path (a store
-    directory), ``http(s)://host[:port]``, ``databricks``, and SQL databases whose driver is installed.
+    directory), ``http(s)://host[:port]``, ``databricks``, and SQL databases whose driver is installed;
+    ``NAME:…`` with any other scheme is refused (it is no path either). Whether a local store can be
+    written is checked before the sweep (:func:`hpo.preflight.preflight`).
     """
     if not uri.strip():
         return "empty; use sqlite:///mlflow.db or http://host:port"
     if "://" not in uri:
-        return None if uri != "databricks" and not uri.startswith(("sqlite:", "http:", "https:")) else (
-            None if uri == "databricks" else f"'{masked(uri)}' is not a complete URI; use sqlite:///mlflow.db"
-        )
+        return _check_plain(uri)
     parts = urlsplit(uri)
     scheme = parts.scheme.split("+", 1)[0].lower()
     if scheme not in _SCHEMES:

@@ -7,7 +7,8 @@ silently drops them.
 
 Modules: :mod:`~hpo.data.fs` (URLs, filesystems), :mod:`~hpo.data.write` (writing, row groups),
 :mod:`~hpo.data.convert` (files and objects → datasets), :mod:`~hpo.data.info` (describe, inspect,
-validation), :mod:`~hpo.data.stream` (sharded per-rank reader, cache), :mod:`~hpo.data.builtin`.
+validation), :mod:`~hpo.data.stream` (sharded per-rank reader, cache), :mod:`~hpo.data.builtin`,
+:mod:`~hpo.data.access` (the libraries' read failures as one-line errors).
 """
 
 from __future__ import annotations

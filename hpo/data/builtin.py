@@ -9,16 +9,25 @@ from pathlib import Path
 import numpy as np
 
 from hpo.data.fs import path_to_url, url_to_path
-from hpo.data.write import PART, write_dataset
+from hpo.data.write import PART, validation_rows, write_dataset
 
 
-def builtin_digits(root: Path, validation_fraction: float, seed: int = 0) -> tuple[str, str]:
+def builtin_digits(root: Path, validation_fraction: float, seed: int = 0, source: str = "data") -> tuple[str, str]:
     """Writes scikit-learn's bundled digits (8×8 images, 10 classes) once under ``root``.
 
     Features are stored flat with the declared shape ``(64,)``, so the default MLP sees 64 inputs.
 
+    Args:
+        root: Where hpo keeps the datasets it writes (``STATE/_data``).
+        validation_fraction: Share of the 1,797 rows split off for validation.
+        seed: Seed of the split.
+        source: The sweep file, for error messages.
+
     Returns:
         The ``file://`` URLs of the train and validation datasets.
+
+    Raises:
+        ConfigError: If ``validation_fraction`` leaves no row for training.
     """
     tag = f"digits-v1-{validation_fraction:g}-{seed}"
     train_url, val_url = path_to_url(root / tag / "train"), path_to_url(root / tag / "validation")
@@ -28,7 +37,7 @@ def builtin_digits(root: Path, validation_fraction: float, seed: int = 0) -> tup
     x = (data[:, :-1] / 16.0).astype(np.float32)
     y = data[:, -1].astype(np.int64)
     order = np.random.default_rng(seed).permutation(len(x))
-    n_val = round(len(x) * validation_fraction)
+    n_val = validation_rows(len(x), validation_fraction, source)
     val, train = order[:n_val], order[n_val:]
     write_dataset((x[train], y[train]), train_url, row_ids=train)
     write_dataset((x[val], y[val]), val_url, row_ids=val)

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from hpo.data.access import reading
 from hpo.data.fs import filesystem, fingerprint, parquet_files
 from hpo.data.write import ROW_ID, declared_shapes
 from hpo.errors import ConfigError
@@ -100,6 +101,12 @@ def describe(
             does not match the data, non-integer classification labels, or an empty dataset.
     """
     where = source or url
+    with reading(url, key, where):
+        return _describe(url, features, label, task, where, key)
+
+
+def _describe(url: str, features: str, label: str, task: str, where: str, key: str) -> DatasetInfo:
+    """:func:`describe` once the libraries' exceptions are taken care of."""
     fs, path = filesystem(url, key)
     files = parquet_files(fs, path)
     if not files:

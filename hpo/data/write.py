@@ -194,7 +194,24 @@ def declared_shapes(schema: pa.Schema) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def split_dataset(url: str, train_url: str, validation_url: str, fraction: float, seed: int) -> tuple[str, str]:
+def validation_rows(rows: int, fraction: float, source: str) -> int:
+    """Rows split off for validation: ``round(rows × fraction)``, at least 1, leaving at least 1 for training.
+
+    Raises:
+        ConfigError: If ``fraction`` leaves no row for training (``data.validation_fraction`` names the fix).
+    """
+    wanted = round(rows * fraction)
+    if wanted >= rows:
+        raise ConfigError(
+            f"{source}: data.validation_fraction: {fraction:g} of {rows} rows leaves none for training; "
+            f"lower it (e.g. 0.2)"
+        )
+    return max(1, wanted)
+
+
+def split_dataset(
+    url: str, train_url: str, validation_url: str, fraction: float, seed: int, source: str | None = None
+) -> tuple[str, str]:
     """Splits a dataset into seeded train/validation datasets, keeping columns, row ids and feature shapes.
 
     Args:
@@ -203,19 +220,25 @@ def split_dataset(url: str, train_url: str, validation_url: str, fraction: float
         validation_url: Destination of the validation part (``round(rows × fraction)`` rows, at least 1).
         fraction: Share of rows that go to validation.
         seed: Seed of the random permutation.
+        source: The sweep file, for error messages (defaults to ``url``).
 
     Returns:
         ``(train_url, validation_url)``.
+
+    Raises:
+        ConfigError: If the data cannot be read, or ``fraction`` leaves no row for training.
     """
+    from hpo.data.access import reading
     from hpo.data.fs import filesystem, parquet_files
 
-    fs, path = filesystem(url, "data.train")
-    table = pq.read_table(parquet_files(fs, path), filesystem=fs)
+    with reading(url, "data.train", source or url):
+        fs, path = filesystem(url, "data.train")
+        table = pq.read_table(parquet_files(fs, path), filesystem=fs)
     shapes = declared_shapes(table.schema)
     if ROW_ID not in table.column_names:
         table = table.append_column(ROW_ID, pa.array(np.arange(len(table), dtype=np.int64)))
     order = np.random.default_rng(seed).permutation(len(table))
-    n_val = min(len(table) - 1, max(1, round(len(table) * fraction)))
+    n_val = validation_rows(len(table), fraction, source or url)
     write_table(table.take(pa.array(order[n_val:])), train_url, shapes)
     write_table(table.take(pa.array(order[:n_val])), validation_url, shapes)
     return train_url, validation_url

@@ -24,7 +24,7 @@ from hpo.progress.journal import Journal, sweep_event
 from hpo.progress.live import Snapshot, SweepProgress, TrialLine
 from hpo.progress.views import Header, View
 from hpo.storage import write_text_atomic
-from hpo.trial.protocol import EPOCH_KEY, REPEAT_KEY, error_line, trial_status
+from hpo.trial.protocol import EPOCH_KEY, REPEAT_KEY, trial_error_line, trial_status
 
 logger = logging.getLogger(__name__)
 
@@ -242,17 +242,3 @@ def _line_of(snapshot: Snapshot, trial_id: str, progress: SweepProgress) -> Tria
         return line
     return next((t for t in snapshot.trials[: snapshot.running] if t.trial_id == trial_id), None) or next(
         (t for t in snapshot.trials if t.trial_id == trial_id), None)
-
-
-def trial_error_line(trial: Any, limit: int = 300) -> str:
-    """The last non-empty line of a failed Tune trial's error (its ``error.txt``, else its message)."""
-    try:
-        with open(trial.error_file) as f:
-            lines = [line.strip() for line in f if line.strip()]
-    except (OSError, TypeError, AttributeError):
-        lines = []
-    if lines:
-        return lines[-1][:limit]
-    message = getattr(trial, "error_msg", None)
-    return error_line(message)[:limit] if message else ""
-

@@ -26,9 +26,9 @@ from hpo.trial.protocol import (
     EFFECTIVE_KEYS,
     REPEAT_KEY,
     epochs_of,
-    error_line,
     finished,
     stop_reason,
+    trial_error_line,
     trial_status,
 )
 
@@ -177,7 +177,7 @@ class MlflowNesting(Callback):
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """Tags the run failed, with the error's last line, and closes it."""
-        reason = error_line(getattr(trial, "error_msg", None) or "trial failed")
+        reason = trial_error_line(trial) or "trial failed"  # the line the console shows
         self._finish(trial, "FAILED", {"hpo.status": "failed", "hpo.stop_reason": reason})
 
     def mark_interrupted(self) -> None:

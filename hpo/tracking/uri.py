@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 #: Plain paths with these suffixes are sqlite databases; any other plain path is a file store directory.
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
@@ -32,3 +33,15 @@ def is_server(uri: str) -> bool:
 def is_local(uri: str) -> bool:
     """True for stores this process writes itself (sqlite, file directory)."""
     return uri.startswith(("sqlite:", "file:"))
+
+
+def local_store_dir(uri: str) -> Path | None:
+    """The directory a local store of a normalized URI writes in, or None (a server, a remote database).
+
+    ``sqlite:////abs/mlflow.db`` → ``/abs``; ``file:///abs/mlruns`` → ``/abs/mlruns``.
+    """
+    if uri.startswith("sqlite:///"):
+        return Path(uri[len("sqlite:///") :]).parent
+    if uri.startswith("file://"):
+        return Path(uri[len("file://") :])
+    return None

@@ -243,3 +243,37 @@ def error_line(error: object) -> str:
     for wrapper in ("hpo.errors.TrialFailed: ", "TrialFailed: "):
         line = line.removeprefix(wrapper)
     return line[:500]
+
+
+#: The most characters of a failed trial's error line that the console, MLflow and ``summary.json`` show.
+ERROR_LINE_LIMIT = 300
+
+
+def trial_failure_line(error_file: str | None, error: object = None) -> str:
+    """A failed trial's error as one line: the last non-empty line of its ``error.txt``, else of ``error``.
+
+    The one line the console, the trial's MLflow run (``hpo.stop_reason``) and its ``summary.json`` row
+    show, without the wrappers Ray and hpo put around the worker's exception.
+
+    Args:
+        error_file: Tune's ``error.txt`` of the trial (None or a missing file: ``error`` is used).
+        error: The trial's exception or message.
+
+    Returns:
+        At most :data:`ERROR_LINE_LIMIT` characters ("" when there is neither).
+    """
+    lines: list[str] = []
+    if error_file:
+        try:
+            with open(error_file) as f:
+                lines = [line.strip() for line in f if line.strip()]
+        except (OSError, UnicodeDecodeError):
+            lines = []
+    if lines:
+        return error_line(lines[-1])[:ERROR_LINE_LIMIT]
+    return error_line(error)[:ERROR_LINE_LIMIT] if error else ""
+
+
+def trial_error_line(trial: Any) -> str:
+    """:func:`trial_failure_line` of a failed Tune trial (its ``error_file``, else its ``error_msg`` if it has one)."""
+    return trial_failure_line(getattr(trial, "error_file", None), getattr(trial, "error_msg", None))

@@ -72,7 +72,7 @@ def resolve_model(ref: str, source: str = "model") -> Callable[..., Any]:
     """Imports a ``package.module:function`` model builder.
 
     Raises:
-        ConfigError: If the module or function cannot be found.
+        ConfigError: If the module or function cannot be found, or importing the module raises or exits.
     """
     module_name, _, func_name = ref.partition(":")
     try:
@@ -86,6 +86,11 @@ def resolve_model(ref: str, source: str = "model") -> Callable[..., Any]:
     except SyntaxError as exc:
         raise ConfigError(
             f"{source}: model: {exc.filename}:{exc.lineno}: syntax error ({exc.msg}); fix the model module"
+        ) from None
+    except SystemExit as exc:  # sys.exit() or exit() at import would end hpo itself, silently
+        raise ConfigError(
+            f"{source}: model: importing '{module_name}' called sys.exit({exc.code!r}) at {_origin(exc)}; "
+            "a model module must not exit: move that code under 'if __name__ == \"__main__\":'"
         ) from None
     except Exception as exc:  # noqa: BLE001 - any error while the user's module runs is theirs to fix
         raise ConfigError(

@@ -176,7 +176,11 @@ def _build_model(spec: TrialSpec, params: dict[str, Any], hyper: dict[str, Any],
     """The user's model, compiled with Horovod's DistributedOptimizer at the rescaled learning rate."""
     builder = resolve_model(spec.model)
     model_params = {k: v for k, v in params.items() if k not in TRAINER_PARAMS and k != REPEAT_KEY}
-    model = builder(params=model_params, input_shape=spec.train.input_shape, num_classes=spec.train.num_classes)
+    try:
+        model = builder(params=model_params, input_shape=spec.train.input_shape, num_classes=spec.train.num_classes)
+    except SystemExit as exc:  # would end the worker process: fail the trial with a line that says why
+        raise RuntimeError(f"model builder '{spec.model}' called sys.exit({exc.code!r}); a builder must return a "
+                           "model, not exit") from None
     if not isinstance(model, keras.Model):
         raise TypeError(
             f"model builder '{spec.model}' returned {type(model).__module__}.{type(model).__name__}, not a "

@@ -65,6 +65,9 @@ def test_python_api_with_user_model_failing_and_diverging_trials(in_tmp):
     assert statuses == sorted(trials["status"])
     assert {c.info.status for c in children if c.data.tags["hpo.status"] == "failed"} == {"FAILED"}
     assert [c.data.tags["hpo.stop_reason"] for c in children if c.data.tags["hpo.status"] == "diverged"] == ["diverged"]
+    # A failed trial's run says why, in the line the console and summary.json show (not "trial failed").
+    reasons = sorted(c.data.tags["hpo.stop_reason"] for c in children if c.data.tags["hpo.status"] == "failed")
+    assert reasons == sorted(failed["error"]) and all("broken on purpose" in r for r in reasons), reasons
 
 
 def test_sweep_where_every_trial_diverges_exits_1_with_one_line(tmp_path, write_sweep):

@@ -42,7 +42,9 @@ def test_unknown_nested_key():
 
 def test_wrong_type():
     msg = error_of(base_sweep(trial={"workers": "two"}))
-    assert msg.startswith("s.yaml: trial.workers: ") and "'two'" in msg and "fix the value" in msg
+    assert msg == "s.yaml: trial.workers: 'two' is text, not a whole number; write a whole number without quotes"
+    msg = error_of(base_sweep(trial={"workers": [2]}))
+    assert msg.startswith("s.yaml: trial.workers: ") and "[2]" in msg and "fix the value" in msg
 
 
 def test_out_of_range():

@@ -41,7 +41,7 @@ LAYERS = [
     {"preflight", "summary", "ray_session", "progress", "rerun", "report"},
     {"search", "trial", "tracking", "cluster", "repeats", "interrupt", "driver"},
     {"data", "models", "compat"},
-    {"config", "objective", "stats", "options", "storage", "errors", "_env", "trial.protocol"},
+    {"config", "objective", "stats", "options", "storage", "errors", "_env", "trial.protocol", "writable"},
 ]
 
 

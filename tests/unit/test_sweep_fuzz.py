@@ -26,7 +26,7 @@ NUMERIC = [
     "trial.max_failures", "trial.simulated_epoch_s", "trial.early_stopping.patience",
     "trial.early_stopping.min_delta", "data.validation_fraction", "data.cache.size_limit_mb",
 ]
-NOT_A_NUMBER = [math.inf, -math.inf, math.nan, "inf", "", "abc", [1], {"a": 1}, -5]
+NOT_A_NUMBER = [math.inf, -math.inf, math.nan, "inf", "", "abc", [1], {"a": 1}, -5, "3", True, 10**30]
 CHOICES = [
     "search.algorithm", "scheduler.type", "trial.lr_scaling", "trial.backend", "data.task", "objective.mode",
     "trial.optimizer", "trial.loss",
@@ -69,6 +69,25 @@ SPACES = {
     "negative step": {"units": {"type": "int", "low": 16, "high": 64, "step": -16}},
     "unknown parameter key": {"units": {"type": "int", "low": 16, "high": 64, "stride": 2}},
     "unknown keras optimizer in grid": {"optimizer": {"type": "grid", "values": ["sgd", "nope"]}},
+    "negative learning-rate range": {"learning_rate": {"type": "float", "low": -0.1, "high": 0.1}},
+    "zero learning-rate choice": {"learning_rate": {"type": "categorical", "choices": [0, 0.1]}},
+    "learning rate above 10": {"learning_rate": {"type": "float", "low": 0.1, "high": 100}},
+    "learning-rate choices as text": {"learning_rate": {"type": "categorical", "choices": ["0.01", "0.1"]}},
+    "learning-rate choices partly text": {"learning_rate": {"type": "categorical", "choices": [0.1, "0.01"]}},
+    "float batch-size range": {"batch_size_per_worker": {"type": "float", "low": 16, "high": 64}},
+    "zero batch size": {"batch_size_per_worker": {"type": "int", "low": 0, "high": 64}},
+    "fractional batch-size choice": {"batch_size_per_worker": {"type": "categorical", "choices": [16, 32.5]}},
+    "batch-size choice as text": {"batch_size_per_worker": {"type": "categorical", "choices": ["32"]}},
+    "boolean batch-size choice": {"batch_size_per_worker": {"type": "categorical", "choices": [True, 32]}},
+    "infinite batch-size choice": {"batch_size_per_worker": {"type": "categorical", "choices": [math.inf]}},
+    "nan learning-rate choice": {"learning_rate": {"type": "categorical", "choices": [math.nan]}},
+    "negative momentum": {"optimizer": {"type": "categorical", "choices": ["sgd"]},
+                          "momentum": {"type": "float", "low": -0.5, "high": 0.9}},
+    "int range up to 1e30": {"units": {"type": "int", "low": 1, "high": 10**30}},
+    "int range from -1e30": {"units": {"type": "int", "low": -(10**30), "high": 4}},
+    "range bound as text": {"units": {"type": "int", "low": "1", "high": 4}},
+    "boolean range bound": {"units": {"type": "int", "low": True, "high": 4}},
+    "step as text": {"units": {"type": "int", "low": 16, "high": 64, "step": "16"}},
 }
 CROSS = {  # settings valid one by one, not together: (dotted key → value), the key the error names
     "grace above max_epochs": ({"scheduler.grace_period": 50, "trial.max_epochs": 8}, "scheduler.grace_period"),
@@ -88,7 +107,21 @@ CROSS = {  # settings valid one by one, not together: (dotted key → value), th
     "model without function": ({"model": "hpo.models.mlp"}, "model"),
     "model of a missing module": ({"model": "no_such_module:build"}, "model"),
     "model function missing": ({"model": "hpo.models.mlp:nope"}, "model"),
+    "grid of ranges only": ({"search.algorithm": "grid", "space": {
+        "lr": {"type": "float", "low": 0.001, "high": 0.1}, "units": {"type": "int", "low": 16, "high": 64}}},
+        "search.algorithm"),
+    "mlflow store in /proc": ({"tracking.mlflow_uri": "file:///proc/mlruns"}, "tracking.mlflow_uri"),
+    "sqlite store in /proc": ({"tracking.mlflow_uri": "sqlite:////proc/mlflow.db"}, "tracking.mlflow_uri"),
+    "mlflow unknown scheme": ({"tracking.mlflow_uri": "notaschema:whatever"}, "tracking.mlflow_uri"),
+    "cache dir in /proc": ({"data.cache": {"enabled": True, "dir": "/proc/hpo-cache"}}, "data.cache.dir"),
+    "validation_fraction leaving no training row": ({"data.validation_fraction": 0.9999},
+                                                    "data.validation_fraction"),
 }
+#: Cases with more than one problem: every one is reported, one line each (case id → lines).
+SEVERAL = {"space: unknown keras optimizer in grid": 2}
+
+
+BOMB = "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10) if i else 'x'}]\n" for i in range(8)) + "space: *l7\n"
 
 
 def dotted(data: dict, key: str, value) -> dict:
@@ -134,7 +167,11 @@ def cases() -> list[tuple[str, str, str]]:
     nested = yaml.safe_dump(BASE, sort_keys=False).replace("  seed: 7\n", "  seed: 7\n  seed: 8\n")
     out.append(("duplicate nested key", nested, "key 'seed' appears twice"))
     for label, text in {"tab indent": "name: x\n\tmodel: y\n", "unclosed bracket": "name: [x\n",
-                        "bad mapping": "name: x\n  - y: z\n"}.items():
+                        "bad mapping": "name: x\n  - y: z\n", "5000-deep flow": "name: " + "[" * 5000 + "]" * 5000,
+                        "5000-deep block": "".join("  " * i + "k:\n" for i in range(5000)),
+                        "alias bomb": BOMB, "self-referring alias": "name: &n [*n]\n",
+                        "nul byte": "name: x\x00\n", "latin-1 text": "name: caf\u00e9\n".encode("latin-1"),
+                        "binary": bytes(range(256)) * 4}.items():
         out.append((f"yaml: {label}", text, "line "))
     for label, text in {"a list": "- name: x\n", "a string": "just text\n", "empty": ""}.items():
         out.append((f"top level: {label}", text, "(top level)"))
@@ -152,13 +189,16 @@ def test_at_least_three_hundred_malformed_files():
     assert len(CASES) >= 300 and len({c[0] for c in CASES}) == len(CASES)
 
 
-@pytest.mark.parametrize(("text", "key"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_malformed_sweep_is_one_line_exit_2_naming_file_and_key(tmp_path: Path, text: str, key: str):
+@pytest.mark.parametrize(("case", "text", "key"), CASES, ids=[c[0] for c in CASES])
+def test_malformed_sweep_is_one_line_exit_2_naming_file_and_key(tmp_path: Path, case: str, text: str | bytes,
+                                                                 key: str):
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(text)
+    sweep.write_bytes(text) if isinstance(text, bytes) else sweep.write_text(text)
     proc = hpo_cli("validate", str(sweep), cwd=tmp_path)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, (proc.returncode, proc.stdout[-500:], proc.stderr[-1500:])
-    assert len(lines) == 1 and lines[0].startswith(f"error: {sweep}: "), lines
-    assert key in lines[0] and "Traceback" not in proc.stderr and "; " in lines[0], lines[0]
-    assert "u:p@" not in lines[0]  # credentials in a URI are never echoed
+    assert len(lines) == SEVERAL.get(case, 1), lines
+    assert all(line.startswith(f"error: {sweep}: ") and "; " in line for line in lines), lines
+    assert key in lines[0] and "Traceback" not in proc.stderr, lines[0]
+    assert "u:p@" not in proc.stderr  # credentials in a URI are never echoed
+    assert [p.name for p in tmp_path.rglob(".hpo-write-probe-*")] == []  # the writability probe cleaned up
