@@ -49,20 +49,21 @@ def run_sweep(
     finished = prepare_rerun(config.name, options, source)
     if finished is not None:
         return _report_finished(finished, options)
-    # driver.json: where `hpo stop NAME` finds this process (removed when the sweep ends)
-    with Interruption() as interrupt, recorded_driver(options.sweep_dir(config.name)):
-        return _run(config, options, source, spec, interrupt)
+    with Interruption() as interrupt:
+        spec = spec or preflight(config, options.storage, source)  # nothing is written or announced before
+        # driver.json: where `hpo stop NAME` finds this process (removed when the sweep ends)
+        with recorded_driver(options.sweep_dir(config.name)):
+            return _run(config, options, source, spec, interrupt)
 
 
 def _run(
-    config: SweepConfig, options: RunOptions, source: str, spec: TrialSpec | None, interrupt: Interruption
+    config: SweepConfig, options: RunOptions, source: str, spec: TrialSpec, interrupt: Interruption
 ) -> TuneResult:
-    """:func:`run_sweep` once the name is cleared, with SIGINT/SIGTERM held by ``interrupt``."""
+    """:func:`run_sweep` once the name is cleared and the checks passed, with SIGINT/SIGTERM held."""
     from hpo.progress.setup import monitor_for, samples_per_epoch
     from hpo.search import planned_trials
     from hpo.tracking.sweep_tracker import MlflowTracker
 
-    spec = spec or preflight(config, options.storage, source)  # nothing is announced before the checks pass
     monitor = monitor_for(config, options, planned_trials(config))
     monitor.begin()  # the header (its "MLflow: open …" names a store the checks found working)
     monitor.progress.samples_per_epoch = samples_per_epoch(spec)

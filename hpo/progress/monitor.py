@@ -179,7 +179,9 @@ class SweepMonitor(Callback):
         and MLflow.
         """
         now = time.monotonic()
-        fresh = now - self.last_tick >= self._interval()
+        # A trial's event refreshes the estimate too while the last one had no time left to show yet.
+        untimed = self.snapshot is None or self.snapshot.remaining_s_median is None
+        fresh = now - self.last_tick >= self._interval() or (force and untimed)
         if not force and not fresh:
             return None
         try:

@@ -113,8 +113,9 @@ def run_trial(spec: TrialSpec, params: dict[str, Any]) -> None:
     refs = group.launch(kind.worker, [spec, params, group.channel, resume])
     outcome = "failed"
     try:
-        if not _stream(group, refs, hyper, started, warm, resume):
-            # Tune ends a sweep whose trial returns without a result; a trial that fails is retried or recorded.
+        if not _stream(group, refs, hyper, started, warm, resume) and resume is None:
+            # A new trial that returns without a result ends the whole sweep in Tune; a failed one is retried
+            # or recorded. (A trial resumed at its last epoch has nothing left to report: its result stands.)
             raise TrialFailed("the workers ended before reporting an epoch")
         outcome = "finished"
     except SystemExit:
