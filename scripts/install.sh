@@ -9,7 +9,7 @@ venv=${VENV:-.venv}
 python=${PYTHON:-python3}
 export PIP_DISABLE_PIP_VERSION_CHECK=1 TF_CPP_MIN_LOG_LEVEL=3
 
-"$python" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "hpo needs Python 3.11 (the pinned TensorFlow/Horovod stack)")'
+"$python" -c 'import sys; sys.exit(0 if sys.version_info[:2] in ((3, 11), (3, 12)) else "hpo needs Python 3.11 or 3.12 (the pinned TensorFlow/Horovod stack)")'
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 pip="$venv/bin/python -m pip"
 $pip install --quiet --upgrade "pip>=24" wheel

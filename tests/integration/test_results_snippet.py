@@ -20,12 +20,11 @@ def results_snippet() -> str:
 def test_the_documented_snippet_loads_a_registered_model(tmp_path):
     import mlflow
     import numpy as np
-    import tf_keras
 
+    from hpo.models.mlp import build
     from hpo.tracking.best_model import log_best_model
 
-    model = tf_keras.Sequential([tf_keras.Input((64,)), tf_keras.layers.Dense(10, activation="softmax")])
-    model.save(tmp_path / "model.keras")
+    build({"units": 16, "dropout": 0.1}, (64,), 10).save(tmp_path / "model.keras")  # a functional tf-keras model
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = mlflow.MlflowClient(uri)
     run = client.create_run(client.create_experiment("digits-mlp"))
@@ -38,3 +37,9 @@ def test_the_documented_snippet_loads_a_registered_model(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert re.search(r"probabilities \(2, 10\) 2\.0", proc.stdout), proc.stdout
+
+    # Without its first two lines (Keras 3 then reads the model) the snippet fails: the variable is needed.
+    without = "\n".join(line for line in code.splitlines() if "TF_USE_LEGACY_KERAS" not in line)
+    proc = subprocess.run([sys.executable, "-c", without], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode != 0 and "Could not locate class 'Functional'" in proc.stderr, proc.stderr[-3000:]
