@@ -22,6 +22,11 @@ if hpo_has_cuda; then
   echo "CUDA found: installing tensorflow[and-cuda]"
   $pip install --quiet -c requirements/stack.txt "tensorflow[and-cuda]==2.21.0"
 fi
+# The distribution was named hpo before it became hpo-sweeps: a venv holding that earlier editable install of
+# this checkout drops it first (both would own the hpo package and command). Nothing else named hpo is touched.
+if $pip show hpo 2>/dev/null | grep -qxF "Editable project location: $root"; then
+  $pip uninstall --quiet --yes hpo
+fi
 $pip install --quiet --no-deps -e .
 VENV="$venv" bash scripts/install_petastorm.sh
 VENV="$venv" bash scripts/install_horovod.sh
