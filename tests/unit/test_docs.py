@@ -137,3 +137,20 @@ def test_example_sweeps_read_the_columns_their_convert_step_writes():
             written = re.search(rf"{flag} (\S+)", header)
             if written:
                 assert data.get(key) == written.group(1), f"{path.name}: data.{key} is not {written.group(1)}"
+
+
+def test_readmes_own_data_example_is_a_valid_sweep_and_builder():
+    readme = (ROOT / "README.md").read_text()
+    (sweep,) = [b for b in re.findall(r"```yaml\n(.*?)```", readme, flags=re.S) if "# mysweep.yaml" in b]
+    config = SweepConfig.model_validate(yaml.safe_load(sweep))
+    assert config.model == "mymodels:build" and config.data.label == "target"
+    (builder,) = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "# mymodels.py" in b]
+    import ast
+
+    (build,) = [f for f in ast.parse(builder).body if isinstance(f, ast.FunctionDef) and f.name == "build"]
+    assert [a.arg for a in build.args.args] == ["params", "input_shape", "num_classes"]  # hpo's builder call
+    assert set(config.space) - {"learning_rate"} == {"units"} and 'params["units"]' in builder
+    # the convert line writes what the sweep reads
+    convert = re.search(r"hpo data convert \S+ (\S+) --label (\S+) --validation-fraction", readme)
+    assert convert and config.data.train == f"file://{convert.group(1)}/train"
+    assert config.data.label == convert.group(2)
