@@ -6,7 +6,7 @@ and Petastorm 0.13.1 is installed patched with ``patches/petastorm-0.13.1.patch`
 alone leaves them out, and every trial would fail; preflight calls :func:`check_stack` so that ``hpo validate``
 and ``hpo tune`` stop first, in one line that says what to run.
 
-What is read (a few small files and one search of Horovod's TensorFlow library, about 20 ms):
+What is read (a few small files and one search of Horovod's TensorFlow library; about 4 ms here):
 
 * Horovod: ``horovod/__init__.py``'s version; ``horovod/tensorflow/mpi_lib*.so`` (absent when it was built
   without TensorFlow); ``horovod/metadata.json`` (the TensorFlow it was built against); the patch's Keras
