@@ -55,7 +55,7 @@ if [ "${HPO_PIP_CHECK_STACK:-1}" = 1 ]; then
   (cd "$work" && "$hpo" validate "$root/search_spaces/digits_mlp.yaml" --storage "$work/runs")
   echo "one short sweep"
   (cd "$work" && "$hpo" tune "$root/search_spaces/digits_mlp.yaml" --storage "$work/runs" --num-samples 1 \
-    --set trial.max_epochs=1 --quiet)
+    --set scheduler.type=fifo --set trial.max_epochs=1 --quiet)
   "$work/venv/bin/python" - "$work/runs/digits-mlp/summary.json" <<'PY'
 import json, sys
 summary = json.load(open(sys.argv[1]))
