@@ -10,7 +10,7 @@ DEPS := pyproject.toml requirements/stack.txt patches/horovod-0.28.1.patch patch
 export MAKEFLAGS := -j2
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install install-dev demo test test-fast lint bench clean
+.PHONY: install install-dev demo test test-fast lint bench clean notebook notebook-outputs
 
 # The stack a sweep needs (what `make demo` and the cluster image install).
 install: $(STAMP)
@@ -34,6 +34,15 @@ demo: install
 # Modules go out slowest first (tests/conftest.py SLOWEST_FIRST), so both processes end together.
 test: install-dev
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder -rs --durations=25
+
+# Opens notebooks/ in Jupyter from the venv (JupyterLab is not part of the stack: install it once).
+notebook: install
+	@if [ -x $(BIN)/jupyter-lab ]; then $(BIN)/jupyter-lab notebooks/; \
+	else echo "JupyterLab is not installed: run '$(BIN)/pip install jupyterlab', then 'make notebook'" >&2; exit 2; fi
+
+# Runs both notebooks (as make test does) and stores them with their outputs.
+notebook-outputs: install-dev
+	HPO_STORE_NOTEBOOKS=1 $(BIN)/python -m pytest -q -n 0 tests/integration/test_notebooks.py
 
 test-fast: install-dev
 	$(BIN)/python -m pytest -q -n 2 tests/unit

@@ -33,6 +33,7 @@ def preflight(
     """
     from hpo.tracking import check_reachable, normalize_uri
 
+    importlib.import_module("hpo.stack_check").check_stack(source)  # Horovod/Petastorm as the trials need them
     if config.data.partitions:
         raise ConfigError(
             f"{source}: data.partitions: this sweep runs one sweep per partition ({len(config.data.partitions)}); "

@@ -9,7 +9,7 @@ venv=${VENV:-.venv}
 python=${PYTHON:-python3}
 export PIP_DISABLE_PIP_VERSION_CHECK=1 TF_CPP_MIN_LOG_LEVEL=3
 
-"$python" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "hpo needs Python 3.11 (the pinned TensorFlow/Horovod stack)")'
+"$python" -c 'import sys; sys.exit(0 if sys.version_info[:2] in ((3, 11), (3, 12)) else "hpo needs Python 3.11 or 3.12 (the pinned TensorFlow/Horovod stack)")'
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 pip="$venv/bin/python -m pip"
 $pip install --quiet --upgrade "pip>=24" wheel
@@ -21,6 +21,11 @@ if hpo_has_cuda; then
   # A GPU node: TensorFlow's CUDA libraries (cuDNN, cuBLAS, NCCL …) as pip wheels, at the pinned version.
   echo "CUDA found: installing tensorflow[and-cuda]"
   $pip install --quiet -c requirements/stack.txt "tensorflow[and-cuda]==2.21.0"
+fi
+# The distribution was named hpo before it became hpo-sweeps: a venv holding that earlier editable install of
+# this checkout drops it first (both would own the hpo package and command). Nothing else named hpo is touched.
+if $pip show hpo 2>/dev/null | grep -qxF "Editable project location: $root"; then
+  $pip uninstall --quiet --yes hpo
 fi
 $pip install --quiet --no-deps -e .
 VENV="$venv" bash scripts/install_petastorm.sh

@@ -18,6 +18,7 @@ from hpo.cli.cluster import app as cluster_app
 from hpo.cli.data import app as data_app
 from hpo.cli.errors import one_line_errors
 from hpo.cli.init import init
+from hpo.cli.install_stack import install_stack
 from hpo.cli.listing import list_sweeps
 from hpo.cli.options import AddressOption, JsonOption, MlflowUriOption, QuietOption, StorageOption
 from hpo.cli.status import status
@@ -389,6 +390,7 @@ app.command(rich_help_panel=SWEEPS)(repeat)
 app.command(rich_help_panel=TOOLS)(ui)
 app.command(rich_help_panel=TOOLS)(sync)
 app.command(rich_help_panel=TOOLS)(init)
+app.command("install-stack", rich_help_panel=TOOLS)(install_stack)
 app.add_typer(data_app, name="data", rich_help_panel=TOOLS)
 app.add_typer(cluster_app, name="cluster", rich_help_panel=TOOLS)
 

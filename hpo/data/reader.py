@@ -10,12 +10,11 @@ columns into matrices in one step (:func:`table_to_arrays`).
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
 import numpy as np
-from petastorm.workers_pool import EmptyResultError
-from petastorm.workers_pool.dummy_pool import DummyPool
 
 from hpo.data.fs import arrow_filesystem
 
@@ -23,27 +22,35 @@ from hpo.data.fs import arrow_filesystem
 POLL_S = 0.001
 
 
-class InlinePool(DummyPool):
-    """Petastorm's dummy pool (row groups decoded on the caller's thread) polling every millisecond."""
+@functools.cache
+def inline_pool_class() -> type:
+    """:class:`InlinePool`, made on first use: importing hpo needs no Petastorm (preflight says it is missing)."""
+    from petastorm.workers_pool import EmptyResultError
+    from petastorm.workers_pool.dummy_pool import DummyPool
 
-    def get_results(self) -> Any:
-        """The next decoded row group, processed on this thread.
+    class InlinePool(DummyPool):
+        """Petastorm's dummy pool (row groups decoded on the caller's thread) polling every millisecond."""
 
-        Raises:
-            EmptyResultError: When the ventilator has no more row groups (end of the reader's epochs).
-        """
-        while not self._results_queue:
-            if self._ventilator_queue:
-                args, kwargs = self._ventilator_queue.pop(0)
-                self._worker.process(*args, **kwargs)
-                if self._ventilator:
-                    self._ventilator.processed_item()
-            elif self._ventilator is None or self._ventilator.completed():
-                if not self._ventilator_queue:  # the last item may have arrived just before completion
-                    raise EmptyResultError()
-            else:
-                time.sleep(POLL_S)
-        return self._results_queue.pop(0)
+        def get_results(self) -> Any:
+            """The next decoded row group, processed on this thread.
+
+            Raises:
+                EmptyResultError: When the ventilator has no more row groups (end of the reader's epochs).
+            """
+            while not self._results_queue:
+                if self._ventilator_queue:
+                    args, kwargs = self._ventilator_queue.pop(0)
+                    self._worker.process(*args, **kwargs)
+                    if self._ventilator:
+                        self._ventilator.processed_item()
+                elif self._ventilator is None or self._ventilator.completed():
+                    if not self._ventilator_queue:  # the last item may have arrived just before completion
+                        raise EmptyResultError()
+                else:
+                    time.sleep(POLL_S)
+            return self._results_queue.pop(0)
+
+    return InlinePool
 
 
 def table_to_arrays(table: Any) -> dict[str, np.ndarray]:
@@ -151,7 +158,7 @@ def open_batch_reader(
         path,
         schema_fields=fields,
         worker_class=_worker_class(),
-        reader_pool=InlinePool(),
+        reader_pool=inline_pool_class()(),
         seed=seed,
         shuffle_row_groups=shuffle_row_groups,
         num_epochs=1,

@@ -1,5 +1,5 @@
-"""docs/cli.md against the CLI itself: every flag both ways, the env vars, exit codes, the command lines it shows,
-and its JSON schemas against real output."""
+"""docs/cli.md against the CLI itself: every flag both ways, the env vars, exit codes, the command lines it and
+README.md show, and its JSON schemas against real output."""
 
 from __future__ import annotations
 
@@ -79,7 +79,20 @@ def doc_command_lines() -> list[str]:
     return lines
 
 
-@pytest.mark.parametrize("line", doc_command_lines())
+def readme_command_lines() -> list[str]:
+    """Every ``hpo …`` line of README.md's bash blocks (comments dropped)."""
+    readme = (ROOT / "README.md").read_text()
+    lines = []
+    for block in re.findall(r"```bash\n(.*?)```", readme, flags=re.S):
+        lines += [line.split("  #")[0].strip() for line in block.splitlines() if line.startswith("hpo ")]
+    return lines
+
+
+def test_the_readme_shows_command_lines():
+    assert len(readme_command_lines()) >= 10  # what the test below checks is there to check
+
+
+@pytest.mark.parametrize("line", doc_command_lines() + readme_command_lines())
 def test_each_command_line_shown_parses(tmp_path, line):
     proc = hpo_cli(*shlex.split(line)[1:], "--help", cwd=tmp_path)
     assert proc.returncode == 0, (line, proc.stdout, proc.stderr)

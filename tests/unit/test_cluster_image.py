@@ -256,3 +256,11 @@ def test_no_credentials_in_cloud_files(path):
                 yield from keys(value)
 
     assert not [key for key in keys(yaml.safe_load(text)) if SECRET_NAME.search(key) and "auth_token" not in key]
+
+
+@pytest.mark.parametrize("name", ["cpu", "gpu-build"])
+def test_the_install_step_has_every_file_the_package_build_reads(stages, name):
+    """`pip install -e .` in install.sh reads pyproject.toml, setup.py, MANIFEST.in, the readme and the license."""
+    copied = " ".join(stages[name].args("COPY"))
+    for needed in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE"):
+        assert re.search(rf"(^|\s){re.escape(needed)}(\s|$)", copied), f"{name}: {needed} is not copied"

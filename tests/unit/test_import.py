@@ -21,6 +21,7 @@ assert list(warnings.filters) == filters
 assert list(sys.path) == path
 assert {n: logging.getLogger(n).level for n in levels} == levels
 assert "tensorflow" not in sys.modules and "horovod" not in sys.modules and "ray" not in sys.modules
+assert "petastorm" not in sys.modules  # a pip install without the stack imports hpo (preflight says what is missing)
 print("clean")
 """
 
@@ -40,7 +41,7 @@ LAYERS = [
     {"tuner"},
     {"preflight", "summary", "ray_session", "progress", "rerun", "report"},
     {"search", "trial", "tracking", "cluster", "repeats", "interrupt", "driver"},
-    {"data", "models", "compat"},
+    {"data", "models", "compat", "stack_check"},
     {"config", "objective", "stats", "options", "storage", "errors", "_env", "trial.protocol", "writable"},
 ]
 
