@@ -47,7 +47,9 @@ def test_ctrl_c_keeps_what_finished_registers_nothing_and_resume_completes(tmp_p
     first = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              start_new_session=True)
     try:  # Ctrl-C once the first trial has ended and the second has trained two epochs
-        trial_dirs = lambda: sorted(runs.glob("stopped/hpo_trial_*"), key=lambda p: p.stat().st_mtime)  # noqa: E731
+        # in the order Tune made them (hpo_trial_<id>_<index>_…): a directory's mtime also moves when hpo
+        # deletes a trial's superseded checkpoints
+        trial_dirs = lambda: sorted(runs.glob("stopped/hpo_trial_*"), key=lambda p: int(p.name.split("_")[3]))  # noqa: E731
         _wait_for(lambda: len(trial_dirs()) >= 2 and _epochs_logged(trial_dirs()[-1]) >= 2, first)
         os.killpg(first.pid, signal.SIGINT)
         out, err = first.communicate(timeout=120)
@@ -64,7 +66,10 @@ def test_ctrl_c_keeps_what_finished_registers_nothing_and_resume_completes(tmp_p
     summary = json.loads((runs / "stopped" / "summary.json").read_text())
     assert summary["status"] == "interrupted"
     statuses = {t["trial_id"]: t["status"] for t in summary["trials"]}
-    assert sorted(statuses.values()) == ["completed", "interrupted"], statuses
+    # Ctrl-C comes in the second trial; on a loaded machine that trial may finish before Tune stops it, and
+    # the third is the one interrupted. Either way: what finished stays completed, one trial is interrupted.
+    completed = sum(status == "completed" for status in statuses.values())
+    assert sorted(statuses.values()) == ["completed"] * completed + ["interrupted"] and completed >= 1, statuses
     client = MlflowClient(tracking_uri=summary["mlflow"]["uri"])
     assert client.search_registered_models() == []  # no model from an interrupted sweep
     parent = client.get_run(summary["mlflow"]["parent_run_id"])
@@ -95,7 +100,7 @@ def test_ctrl_c_keeps_what_finished_registers_nothing_and_resume_completes(tmp_p
     assert [e["event"] for e in events] == ["start", *["result"] * 6, "end"]
     assert [e["epoch"] for e in events if e["event"] == "result"] == list(range(1, 7))
     assert all(a["t"] <= b["t"] for a, b in itertools.pairwise(events))
-    assert replay(parts[0]).snapshot().completed == 1
+    assert replay(parts[0]).snapshot().completed == completed
     assert replay(parts[1]).snapshot().completed == 3
 
 
