@@ -20,6 +20,11 @@ from tests.conftest import HPO, ROOT
 pytestmark = pytest.mark.slow
 
 
+#: Epochs of each trial of the Ctrl-C sweep: a warm trial's epoch takes a tenth of a second here, and Tune
+#: needs a moment to stop a trial after Ctrl-C, so the trial it arrives in must have epochs left.
+EPOCHS = 20
+
+
 def _wait_for(check, proc: subprocess.Popen, timeout: float = 300) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline and proc.poll() is None:
@@ -40,7 +45,7 @@ def test_ctrl_c_keeps_what_finished_registers_nothing_and_resume_completes(tmp_p
     sweep["search"].update(num_samples=3, max_concurrent=1)
     sweep["scheduler"] = {"type": "fifo"}
     # One Horovod rank: the interruption is about Tune, MLflow and the summary, not data parallelism.
-    sweep["trial"].update(workers=1, cpus_per_worker=1, max_epochs=6, early_stopping={"patience": 20})
+    sweep["trial"].update(workers=1, cpus_per_worker=1, max_epochs=EPOCHS, early_stopping={"patience": 30})
     path = write_sweep(sweep)
     runs = tmp_path / "runs"
     cmd = [HPO, "tune", str(path), "--storage", str(runs)]
@@ -58,7 +63,7 @@ def test_ctrl_c_keeps_what_finished_registers_nothing_and_resume_completes(tmp_p
             os.killpg(first.pid, signal.SIGKILL)
     assert first.returncode == 130, err[-3000:]
     lines = out.splitlines()  # a pipe: plain lines, no escape codes, the first epoch before the first trial's end
-    first_epoch = next(i for i, line in enumerate(lines) if " epoch 1/6 val_accuracy=" in line)
+    first_epoch = next(i for i, line in enumerate(lines) if f" epoch 1/{EPOCHS} val_accuracy=" in line)
     first_end = next(i for i, line in enumerate(lines) if line.startswith("[1/3] "))
     assert first_epoch < first_end and "\x1b[" not in out
     assert any(line.startswith("sweep: ") and " left [" in line for line in lines[:first_end])
@@ -80,7 +85,7 @@ def test_ctrl_c_keeps_what_finished_registers_nothing_and_resume_completes(tmp_p
     summary = json.loads((runs / "stopped" / "summary.json").read_text())
     assert summary["status"] == "finished" and len(summary["trials"]) == 3
     assert set(statuses) <= {t["trial_id"] for t in summary["trials"]}
-    assert all(t["status"] == "completed" and t["epochs"] == 6 for t in summary["trials"])
+    assert all(t["status"] == "completed" and t["epochs"] == EPOCHS for t in summary["trials"])
     parent = client.get_run(summary["mlflow"]["parent_run_id"])
     assert parent.info.status == "FINISHED" and parent.data.tags["hpo.status"] == "finished"
     children = client.search_runs([summary["mlflow"]["experiment_id"]],
@@ -88,7 +93,7 @@ def test_ctrl_c_keeps_what_finished_registers_nothing_and_resume_completes(tmp_p
     assert len(children) == 3
     for child in children:
         steps = [m.step for m in client.get_metric_history(child.info.run_id, "val_accuracy")]
-        assert steps == list(range(1, 7)), (child.data.tags["hpo.trial_id"], steps)  # each epoch exactly once
+        assert steps == list(range(1, EPOCHS + 1)), (child.data.tags["hpo.trial_id"], steps)  # each epoch exactly once
     versions = client.search_model_versions("name = 'stopped'")
     assert len(versions) == 1
     # The progress journal: one segment per run of the driver; the first holds the trial that finished before
@@ -97,8 +102,8 @@ def test_ctrl_c_keeps_what_finished_registers_nothing_and_resume_completes(tmp_p
     assert len(parts) == 2
     done = next(trial for trial, status in statuses.items() if status == "completed")
     events = [e for e in parts[0] if e.get("trial") == done]
-    assert [e["event"] for e in events] == ["start", *["result"] * 6, "end"]
-    assert [e["epoch"] for e in events if e["event"] == "result"] == list(range(1, 7))
+    assert [e["event"] for e in events] == ["start", *["result"] * EPOCHS, "end"]
+    assert [e["epoch"] for e in events if e["event"] == "result"] == list(range(1, EPOCHS + 1))
     assert all(a["t"] <= b["t"] for a, b in itertools.pairwise(events))
     assert replay(parts[0]).snapshot().completed == completed
     assert replay(parts[1]).snapshot().completed == 3
