@@ -187,9 +187,10 @@ def _end(group: backends.Backend, refs: list[Any], outcome: str) -> None:
     elif outcome == "stopped":
         # Waited for: a threaded channel host may run calls out of order, and a stop request that lands
         # after the next trial's reset would stop that trial before its first epoch.
-        ray.get(group.channel.request_stop.remote())
+        # A request not taken within the grace period leaves the group unusable: it is torn down, not reused.
+        asked = ray.wait([group.channel.request_stop.remote()], timeout=STOP_GRACE_S)[0]
         done, pending = ray.wait(refs, num_returns=len(refs), timeout=STOP_GRACE_S)
-        reusable = not pending and _all_ok(done)
+        reusable = bool(asked) and not pending and _all_ok(done)
     group.release(reusable=reusable)
 
 
