@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from hpo.errors import ConfigError
+from hpo.object_store import gcs_filesystem, s3_filesystem
 
 #: Where sweeps live unless ``--storage`` says otherwise (relative to the working directory).
 DEFAULT_STORAGE = "hpo_runs"
@@ -166,14 +167,14 @@ class Storage:
     # -- Tune and pyarrow ----------------------------------------------------------------------------
 
     def filesystem(self) -> tuple[Any, str]:
-        """The pyarrow filesystem and the storage's root path in it."""
+        """The pyarrow filesystem and the storage's root path in it (object storage retried for a brownout)."""
         import pyarrow.fs as pafs
 
         if not self.remote:
             return pafs.LocalFileSystem(), self.root
         if self.scheme == "gs":
-            return pafs.GcsFileSystem(), self.root
-        return pafs.S3FileSystem(**s3_options(dict(self.query))), self.root
+            return gcs_filesystem(), self.root
+        return s3_filesystem(s3_options(dict(self.query))), self.root
 
     def tune_storage(self) -> tuple[str, Any]:
         """``(storage_path, storage_filesystem)`` for Tune's ``RunConfig`` (filesystem None when local)."""

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from hpo.config import SweepConfig
 from hpo.config.tracking_uri import masked
 from hpo.errors import ConfigError
+from hpo.object_store import error_status
 from hpo.objective import best_value, configuration_key, reaches_goal, repeats_reach_goal
 from hpo.options import summary_path
 from hpo.stats import Comparison, compare
@@ -97,7 +98,10 @@ def trial_rows(
         values = list(history[metric]) if history is not None and metric in history else []
         params = dict(result.config or {})
         repeat = int(params.pop(REPEAT_KEY, 0))
-        status = trial_status(last, result.error is not None)
+        error = trial_failure_line(_error_file(result), result.error) if result.error is not None else None
+        status = trial_status(last, error is not None)
+        if error is not None:
+            status = error_status(error)  # a storage outage past its limit interrupts the trial (resumable)
         if trial_id in interrupted and status != "failed":
             status = "interrupted"
         rows.append(
@@ -111,7 +115,7 @@ def trial_rows(
                 mlflow_run_id=run_ids.get(trial_id),
                 checkpoint=checkpoint_uri(result.checkpoint) if result.checkpoint else None,
                 repeat=repeat,
-                error=trial_failure_line(_error_file(result), result.error) if result.error is not None else None,
+                error=error,
             )
         )
     return sorted(rows, key=lambda r: r.trial_id)

@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from hpo.errors import ConfigError
+from hpo.object_store import botocore_config, gcs_filesystem, s3_filesystem
 from hpo.storage import s3_options
 
 #: URL scheme → (fsspec protocol, the package that provides it).
@@ -61,6 +62,7 @@ def filesystem(url: str, key: str = "data") -> tuple[Any, str]:
     kwargs: dict[str, Any] = {}
     if protocol == "s3":
         options = s3_options(query)
+        kwargs["config_kwargs"] = botocore_config()
         if "endpoint_override" in options:
             kwargs["client_kwargs"] = {"endpoint_url": f"{options.get('scheme', 'https')}://{options['endpoint_override']}"}
     try:
@@ -88,9 +90,9 @@ def arrow_filesystem(url: str, key: str = "data") -> tuple[Any, str]:
     scheme, rest, query = _split(url, key)
     protocol = REMOTE_SCHEMES[scheme][0]
     if protocol == "s3":
-        return pafs.S3FileSystem(**s3_options(query)), rest
+        return s3_filesystem(s3_options(query)), rest
     if protocol == "gs":
-        return pafs.GcsFileSystem(), rest
+        return gcs_filesystem(), rest
     return pafs.FileSystem.from_uri(url)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from hpo.data.info import DatasetInfo
+from hpo.data.local_copy import local_copy
 from hpo.data.reader import open_batch_reader
 from hpo.data.write import ROW_ID
 from hpo.errors import ConfigError
@@ -77,6 +78,8 @@ class ReaderCache:
 
     root: str
     size_limit_mb: int = 2048
+    #: Where whole-dataset copies live on the node (:mod:`hpo.data.local_copy`; None: no copies).
+    copies: str | None = None
 
     def location(self, info: DatasetInfo, fields: list[str]) -> str:
         """The cache directory of one dataset version and column selection."""
@@ -160,6 +163,8 @@ class ShardStream:
         self.cache = cache
         self.mix_groups = max(1, mix_groups)
         self.filesystem = filesystem
+        #: The node's copy of a remote dataset, once :meth:`_source` has looked for it.
+        self.local_url: str | None = None
         self.expected_rows = info.shard_rows(rank, size)
         if self.expected_rows < steps:
             raise ConfigError(
@@ -177,17 +182,28 @@ class ShardStream:
         base, extra = divmod(self.expected_rows, self.steps)
         return [base + 1] * extra + [base] * (self.steps - extra)
 
+    def _source(self, fields: list[str]) -> tuple[str, dict[str, Any] | None, Any]:
+        """``(url, Petastorm cache arguments, filesystem)`` to read: the node's copy of the dataset when it has one."""
+        if self.cache is None:
+            return self.info.url, None, self.filesystem
+        if self.cache.copies is not None and self.local_url is None:
+            self.local_url = local_copy(self.info, self.cache.copies, self.cache.size_limit_mb)
+        if self.local_url is not None and self.local_url != self.info.url:
+            return self.local_url, None, None  # a local copy: no object storage, no row-group cache needed
+        return self.info.url, self.cache.reader_kwargs(self.info, fields), self.filesystem
+
     def _row_groups(self, epoch: int) -> Iterator[Chunk]:
         fields = [self.features, self.label] + ([ROW_ID] if self.record_ids else [])
+        url, cache, filesystem = self._source(fields)
         with open_batch_reader(
-            self.info.url,
+            url,
             fields=fields,
             shard=self.rank,
             shard_count=self.size,
             shuffle_row_groups=self.shuffle,
             seed=epoch_seed(self.seed, epoch) if self.shuffle else None,
-            cache=self.cache.reader_kwargs(self.info, fields) if self.cache else None,
-            filesystem=self.filesystem,
+            cache=cache,
+            filesystem=filesystem,
         ) as reader:
             for group in reader:
                 x = np.asarray(getattr(group, self.features), dtype=np.float32)

@@ -20,6 +20,7 @@ from typing import Any
 
 from ray.tune import Callback
 
+from hpo.object_store import error_status
 from hpo.progress.journal import Journal, sweep_event
 from hpo.progress.live import Snapshot, SweepProgress, TrialLine
 from hpo.progress.views import Header, View
@@ -138,7 +139,8 @@ class SweepMonitor(Callback):
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """A trial failed."""
-        self._ended(trial, "failed", trial_error_line(trial))
+        line = trial_error_line(trial)
+        self._ended(trial, error_status(line), line)  # a storage outage past its limit interrupts, not fails
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         """Refreshes the views (time passes between results too); a resumed sweep learns its ended trials."""

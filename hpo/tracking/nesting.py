@@ -19,6 +19,7 @@ from typing import Any
 
 from ray.tune import Callback
 
+from hpo.object_store import error_status
 from hpo.tracking.outbox import SPOOL_NAME, Outbox
 from hpo.tracking.runs import SweepRun, finite, trial_run_ids
 from hpo.trial.protocol import (
@@ -178,7 +179,9 @@ class MlflowNesting(Callback):
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """Tags the run failed, with the error's last line, and closes it."""
         reason = trial_error_line(trial) or "trial failed"  # the line the console shows
-        self._finish(trial, "FAILED", {"hpo.status": "failed", "hpo.stop_reason": reason})
+        status = error_status(reason)  # a storage outage past its limit interrupts the trial (resumable)
+        self._finish(trial, "KILLED" if status == "interrupted" else "FAILED",
+                     {"hpo.status": status, "hpo.stop_reason": reason})
 
     def mark_interrupted(self) -> None:
         """Ctrl-C or SIGTERM is stopping the sweep (called from the signal handler).

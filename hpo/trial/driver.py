@@ -28,6 +28,7 @@ import ray
 from ray import tune
 
 from hpo.errors import TrialFailed
+from hpo.object_store import StorageUnavailable, storage_line
 from hpo.trial import backend as backends
 from hpo.trial import simulated
 from hpo.trial.protocol import EpochCheckpoint, TrialContext, TrialStarted, epoch_result
@@ -172,6 +173,8 @@ def _stream(
                 _write_results(_gather(refs), Path(checkpoint.path))
             try:
                 tune.report(metrics, checkpoint=checkpoint)  # persists the checkpoint before returning
+            except OSError as exc:  # the storage's own retries ran out (hpo.object_store): resumable, not failed
+                raise StorageUnavailable(storage_line(msg.epoch, exc)) from None
             finally:
                 shutil.rmtree(checkpoint.path, ignore_errors=True)
                 group.channel.checkpoint_done.remote()

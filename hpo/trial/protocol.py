@@ -240,7 +240,8 @@ def error_line(error: object) -> str:
     """
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     line = lines[-1] if lines else type(error).__name__
-    for wrapper in ("hpo.errors.TrialFailed: ", "TrialFailed: "):
+    for wrapper in ("hpo.errors.TrialFailed: ", "TrialFailed: ", "hpo.object_store.StorageUnavailable: ",
+                    "StorageUnavailable: "):
         line = line.removeprefix(wrapper)
     return line[:500]
 

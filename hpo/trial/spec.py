@@ -133,7 +133,8 @@ def reader_cache(config: SweepConfig) -> ReaderCache | None:
     c = config.data.cache
     if not c.enabled:
         return None
-    return ReaderCache(root=f"{(c.dir or DEFAULT_CACHE_DIR).rstrip('/')}/{config.name}", size_limit_mb=c.size_limit_mb)
+    root = (c.dir or DEFAULT_CACHE_DIR).rstrip("/")
+    return ReaderCache(root=f"{root}/{config.name}", size_limit_mb=c.size_limit_mb, copies=root)
 
 
 @dataclass(frozen=True)
