@@ -199,9 +199,9 @@ def test_sweep_file_cache_section():
 
     assert reader_cache(parse_sweep(base_sweep())) is None
     on = parse_sweep(base_sweep(data={"train": "builtin:digits", "cache": {"enabled": True, "size_limit_mb": 100}}))
-    assert reader_cache(on) == ReaderCache("~/.cache/hpo/data/t", 100)
+    assert reader_cache(on) == ReaderCache("~/.cache/hpo/data/t", 100, copies="~/.cache/hpo/data")
     there = parse_sweep(base_sweep(data={"train": "builtin:digits", "cache": {"enabled": True, "dir": "/scratch/"}}))
-    assert reader_cache(there) == ReaderCache("/scratch/t", 2048)
+    assert reader_cache(there) == ReaderCache("/scratch/t", 2048, copies="/scratch")
     with pytest.raises(ConfigError, match=r"s.yaml: data.cache.size_mb: unknown key; remove it"):
         parse_sweep(base_sweep(data={"train": "builtin:digits", "cache": {"size_mb": 1}}), "s.yaml")
 
