@@ -140,3 +140,17 @@ def storage_line(epoch: int, exc: BaseException) -> str:
 def error_status(line: str) -> str:
     """``interrupted`` for a trial :class:`StorageUnavailable` stopped (its error line), else ``failed``."""
     return "interrupted" if line.startswith(STORAGE_LINE_START) else "failed"
+
+
+#: Seconds a storage probe waits for a connection, and for an answer (one attempt, no retries).
+PROBE_TIMEOUT_S = 5.0
+
+
+def probe_filesystem(scheme: str, options: dict[str, Any]) -> Any:
+    """A filesystem that fails fast (one attempt, short timeouts): to ask whether the storage answers now."""
+    import pyarrow.fs as pafs
+
+    if scheme == "gs":
+        return pafs.GcsFileSystem(retry_time_limit=timedelta(seconds=PROBE_TIMEOUT_S))
+    merged = {**options, "connect_timeout": PROBE_TIMEOUT_S, "request_timeout": PROBE_TIMEOUT_S}
+    return _retrying_s3_class()(1, **merged)

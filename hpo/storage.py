@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from hpo.errors import ConfigError
-from hpo.object_store import gcs_filesystem, s3_filesystem
+from hpo.object_store import gcs_filesystem, probe_filesystem, s3_filesystem
 
 #: Where sweeps live unless ``--storage`` says otherwise (relative to the working directory).
 DEFAULT_STORAGE = "hpo_runs"
@@ -175,6 +175,17 @@ class Storage:
         if self.scheme == "gs":
             return gcs_filesystem(), self.root
         return s3_filesystem(s3_options(dict(self.query))), self.root
+
+    def probe(self) -> None:
+        """Asks the object storage once, without retries, whether it answers now.
+
+        Raises:
+            OSError: If it does not answer within a few seconds.
+        """
+        if not self.remote:
+            return
+        fs = probe_filesystem(self.scheme, s3_options(dict(self.query)) if self.scheme == "s3" else {})
+        fs.get_file_info(self.root)
 
     def tune_storage(self) -> tuple[str, Any]:
         """``(storage_path, storage_filesystem)`` for Tune's ``RunConfig`` (filesystem None when local)."""

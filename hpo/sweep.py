@@ -81,6 +81,8 @@ def _run(
     sweep_dir = options.sweep_dir(config.name)
     save_config(sweep_dir, config)  # what `hpo repeat` re-runs
     monitor.checked()
+    if options.storage.remote:  # the views say when the object storage stops answering (uploads then wait)
+        monitor.watch_storage(options.storage.probe)
     resume = options.resume and can_restore(options, config.name) and MlflowTracker.resumable(sweep_dir)
     tracker = MlflowTracker(
         config, source, sweep_dir, options.storage.state_root / "_mlflow_artifacts", resume,

@@ -23,11 +23,11 @@ from hpo.progress.sweep import SweepEstimate, SweepPlan, TrialHistory, estimate_
 from hpo.progress.trial import estimate_trial
 
 #: How a trial stands: running, or how it ended.
-TrialState = Literal["running", "completed", "stopped_early", "failed", "diverged"]
+TrialState = Literal["running", "completed", "stopped_early", "failed", "diverged", "interrupted"]
 SweepState = Literal["starting", "running", "finished", "interrupted"]
 #: Each tracked status → the estimator's (a diverged trial ended by its own rule).
 _HISTORY_STATUS = {"running": "running", "completed": "finished", "stopped_early": "stopped",
-                   "failed": "failed", "diverged": "finished"}
+                   "failed": "failed", "diverged": "finished", "interrupted": "failed"}
 
 
 @dataclass
@@ -104,6 +104,7 @@ class Snapshot:
         stopped_early: Trials the scheduler stopped.
         failed: Trials that failed.
         diverged: Trials whose loss became NaN/inf.
+        interrupted: Trials stopped before their end and resumable (storage unreachable past its retry limit).
         running: Trials running now.
         pending: Trials not started yet.
         remaining_s_median: Estimated seconds left (None: no timings yet); low/high: the 80 % interval.
@@ -115,6 +116,8 @@ class Snapshot:
         best_value: Its best epoch's value.
         method: The sweep estimate's method (``monte-carlo``, ``prior`` or ``done``).
         trials: Every trial, running ones first.
+        storage_down_since: Unix time since which the sweep's object storage does not answer (None: it does).
+        storage_waiting: Running trials that have reported nothing since then (their checkpoint waits for it).
     """
 
     name: str
@@ -129,6 +132,7 @@ class Snapshot:
     stopped_early: int = 0
     failed: int = 0
     diverged: int = 0
+    interrupted: int = 0
     running: int = 0
     pending: int = 0
     remaining_s_median: float | None = None
@@ -144,11 +148,13 @@ class Snapshot:
     best_value: float | None = None
     method: str = "prior"
     trials: tuple[TrialLine, ...] = ()
+    storage_down_since: float | None = None
+    storage_waiting: int = 0
 
     @property
     def ended(self) -> int:
         """Trials that ended, however."""
-        return self.completed + self.stopped_early + self.failed + self.diverged
+        return self.completed + self.stopped_early + self.failed + self.diverged + self.interrupted
 
     def to_dict(self) -> dict[str, Any]:
         """The snapshot as JSON-ready data (``progress.json``, ``--json-progress``)."""
@@ -228,7 +234,7 @@ class SweepProgress:
         self._ended_keys: list[tuple[float, int]] = []  # (started, seq) of the ended lines, sorted
         self._ended_lines: list[TrialLine] = []
         self._line_of: dict[str, TrialLine] = {}
-        self._counts = dict.fromkeys(("completed", "stopped_early", "failed", "diverged"), 0)
+        self._counts = dict.fromkeys(("completed", "stopped_early", "failed", "diverged", "interrupted"), 0)
         self._epochs = 0
         self._best_ended: tuple[int, str, float] | None = None  # (seq, trial id, value)
         self._history: list[float] = []

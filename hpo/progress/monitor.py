@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from ray.tune import Callback
 from hpo.object_store import error_status
 from hpo.progress.journal import Journal, sweep_event
 from hpo.progress.live import Snapshot, SweepProgress, TrialLine
+from hpo.progress.storage_watch import StorageWatch
 from hpo.progress.views import Header, View
 from hpo.storage import write_text_atomic
 from hpo.trial.protocol import EPOCH_KEY, REPEAT_KEY, trial_error_line, trial_status
@@ -74,6 +77,11 @@ class SweepMonitor(Callback):
         self.estimate_share = estimate_share
         #: Logs metrics on the parent run; set once the tracker exists.
         self.log: LogMetrics | None = None
+        #: Probes the sweep's object storage (:meth:`watch_storage`); None: not watched.
+        self.storage_watch: StorageWatch | None = None
+        #: Trial id → when it last reported (a trial silent since the storage went down waits on it).
+        self.reported_at: dict[str, float] = {}
+        self._lock = threading.RLock()
         self.last_tick = 0.0
         self.last_log = -math.inf
         self.synced = False
@@ -82,11 +90,11 @@ class SweepMonitor(Callback):
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles its callbacks with the Tuner; a resumed sweep is given a new monitor instead.
         return {"progress": None, "header": self.header, "views": [], "live_file": None, "events_file": None,
-                "log": None}
+                "log": None, "storage_watch": None, "reported_at": {}}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, tick_s=2.0, log_every_s=30.0, last_tick=0.0, last_log=-math.inf,
-                             synced=True, snapshot=None, estimate_share=0.1)
+                             synced=True, snapshot=None, estimate_share=0.1, _lock=threading.RLock())
 
     # -- the sweep's own calls ---------------------------------------------------------------------
 
@@ -103,11 +111,17 @@ class SweepMonitor(Callback):
             self.progress.recorder = journal
         self._write(self.progress.snapshot(state="starting"))
 
+    def watch_storage(self, probe: Callable[[], None], every_s: float = 10.0) -> None:
+        """Probes the sweep's object storage in the background; the views say when it stops answering."""
+        self.storage_watch = StorageWatch(probe, self._storage_changed, every_s).start()
+
     def close(self, state: str) -> Snapshot | None:
         """The sweep ended (``finished`` or ``interrupted``): the last snapshot everywhere."""
+        if self.storage_watch is not None:
+            self.storage_watch.stop()
         if self.progress is None:
             return None
-        snapshot = self.progress.snapshot(state=state)  # type: ignore[arg-type]
+        snapshot = self._with_storage(self.progress.snapshot(state=state))  # type: ignore[arg-type]
         for view in self.views:
             view.close(snapshot)
         self._write(snapshot)
@@ -128,6 +142,7 @@ class SweepMonitor(Callback):
         if self.progress is None:
             return
         track = self.progress.start(trial.trial_id)
+        self.reported_at[trial.trial_id] = time.time()
         first = not track.values
         epoch = int(result.get(EPOCH_KEY, result.get("training_iteration", len(track.values) + 1)) or 0)
         self.progress.result(trial.trial_id, epoch, result.get(self.progress.metric), result.get("epoch_time_s"))
@@ -187,22 +202,48 @@ class SweepMonitor(Callback):
         if not force and not fresh:
             return None
         try:
-            snapshot = self.progress.snapshot(estimate=fresh)
+            snapshot = self._with_storage(self.progress.snapshot(estimate=fresh))
         except Exception:  # progress is a view; a bug in it must not stop the sweep
             logger.warning("progress estimate failed", exc_info=True)
             return None
         if fresh:
             self.last_tick = now
-        self.snapshot = snapshot
-        line = None if event is None else _line_of(snapshot, event[0], self.progress)
-        for view in self.views:
-            if line is not None:
-                view.trial_event(snapshot, line, event[1], event[2])  # type: ignore[index]
-            view.update(snapshot)
+        with self._lock:
+            self.snapshot = snapshot
+            line = None if event is None else _line_of(snapshot, event[0], self.progress)
+            for view in self.views:
+                if line is not None:
+                    view.trial_event(snapshot, line, event[1], event[2])  # type: ignore[index]
+                view.update(snapshot)
+            if fresh:
+                self._write(snapshot)
         if fresh:
-            self._write(snapshot)
             self._log_forecast(snapshot)
         return snapshot
+
+    def _with_storage(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` with the storage's state: since when it does not answer, which trials wait on it."""
+        since = self.storage_watch.down_since if self.storage_watch is not None else None
+        if since is None:
+            return snapshot
+        running = {t.trial_id for t in snapshot.trials[: snapshot.running]}
+        waiting = sum(1 for t in running if self.reported_at.get(t, 0.0) < since)
+        return replace(snapshot, storage_down_since=since, storage_waiting=waiting)
+
+    def _storage_changed(self, since: float | None) -> None:
+        """The storage stopped or started answering (the watch's thread): the last snapshot, updated, everywhere.
+
+        The sweep's loop may be waiting on the storage too, so the views hear it from here.
+        """
+        with self._lock:
+            if self.snapshot is None:
+                return
+            snapshot = self._with_storage(replace(self.snapshot, time=time.time(), storage_down_since=None,
+                                                  storage_waiting=0))
+            self.snapshot = snapshot
+            for view in self.views:
+                view.update(snapshot)
+            self._write(snapshot)
 
     def _interval(self) -> float:
         """Seconds between fresh estimates: ``tick_s``, or longer where an estimate costs more than its share."""

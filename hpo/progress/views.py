@@ -105,8 +105,13 @@ def trial_text(snapshot: Snapshot, trial: TrialLine) -> str:
 def sweep_text(snapshot: Snapshot, currency: str = "$") -> str:
     """One line: counts, time, cost, speed and the best trial so far."""
     s = snapshot
+    interrupted = f", {s.interrupted} interrupted" if s.interrupted else ""
     parts = [f"{s.ended}/{s.planned} ended ({s.completed} completed, {s.stopped_early} stopped early, "
-             f"{s.failed + s.diverged} failed/diverged), {s.running} running, {s.pending} pending"]
+             f"{s.failed + s.diverged} failed/diverged{interrupted}), {s.running} running, {s.pending} pending"]
+    if s.storage_down_since is not None:
+        since = time.strftime("%H:%M:%S", time.localtime(s.storage_down_since))
+        parts.append(f"storage unreachable since {since} ({duration(s.time - s.storage_down_since)}), "
+                     f"{s.storage_waiting} running trial{'s' if s.storage_waiting != 1 else ''} waiting on it")
     left = (f"~{duration(s.remaining_s_median)} left [{duration(s.remaining_s_low)}-{duration(s.remaining_s_high)}]"
             if s.remaining_s_median is not None else "time left: after the first timed epochs")
     if s.method == "prior" and s.remaining_s_median is not None:

@@ -302,3 +302,41 @@ def test_the_kept_counts_best_history_and_lines_equal_a_rebuild_from_every_trial
     assert kept.ended == sum(t.status != "running" for t in progress.trials.values())
     ordered = sorted(progress.trials.values(), key=lambda t: (t.status != "running", t.started))
     assert [line.trial_id for line in kept.trials] == [t.trial_id for t in ordered]
+
+
+def test_storage_watch_says_since_when_the_storage_is_down_and_which_trials_wait():
+    from hpo.progress.monitor import SweepMonitor
+    from hpo.progress.storage_watch import StorageWatch
+    from hpo.progress.views import sweep_text
+
+    answers = [None, OSError("AWS Error NETWORK_CONNECTION"), OSError("still down"), None]
+    changes: list[float | None] = []
+
+    def probe() -> None:
+        answer = answers.pop(0)
+        if answer is not None:
+            raise answer
+
+    watch = StorageWatch(probe, changes.append, every_s=3600)
+    assert watch.check() is None
+    down = watch.check()
+    assert down is not None and watch.last_error == "AWS Error NETWORK_CONNECTION"
+    assert watch.check() == down  # still down: since the first failed probe
+    assert watch.check() is None
+    assert changes == [down, None]
+
+    from hpo.progress.live import Snapshot, TrialLine
+
+    snapshot = Snapshot(name="s", state="running", time=down + 75, elapsed_s=100.0, metric="val_accuracy", mode="max",
+                        max_epochs=8, planned=4, running=2, pending=2,
+                        trials=(TrialLine("a", "running", 3, None, None, 10.0),
+                                TrialLine("b", "running", 1, None, None, 5.0)))
+    monitor = SweepMonitor.__new__(SweepMonitor)
+    monitor.storage_watch, monitor.reported_at = watch, {"a": down - 10, "b": down + 5}
+    watch.down_since = down
+    shown = monitor._with_storage(snapshot)
+    assert (shown.storage_down_since, shown.storage_waiting) == (down, 1)  # b reported after the outage began
+    since = time.strftime("%H:%M:%S", time.localtime(down))
+    assert f"storage unreachable since {since} (1m15s), 1 running trial waiting on it" in sweep_text(shown)
+    watch.down_since = None
+    assert "storage" not in sweep_text(monitor._with_storage(snapshot))
