@@ -17,6 +17,7 @@ Custom S3 endpoints (MinIO, moto, Ceph) come from the standard ``AWS_ENDPOINT_UR
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -184,8 +185,7 @@ class Storage:
         """
         if not self.remote:
             return
-        fs = probe_filesystem(self.scheme, s3_options(dict(self.query)) if self.scheme == "s3" else {})
-        fs.get_file_info(self.root)
+        _probe_filesystem(self.scheme, self.query).get_file_info(self.root)
 
     def tune_storage(self) -> tuple[str, Any]:
         """``(storage_path, storage_filesystem)`` for Tune's ``RunConfig`` (filesystem None when local)."""
@@ -268,6 +268,12 @@ def s3_options(query: dict[str, str]) -> dict[str, Any]:
     if region and "region" not in options:
         options["region"] = region
     return options
+
+
+@functools.cache
+def _probe_filesystem(scheme: str, query: tuple[tuple[str, str], ...]) -> Any:
+    """One probe filesystem per storage, made while it answers: making one can itself wait on a stalled store."""
+    return probe_filesystem(scheme, s3_options(dict(query)) if scheme == "s3" else {})
 
 
 def _shared_state_root(scheme: str, root: str) -> Path:

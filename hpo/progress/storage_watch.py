@@ -37,7 +37,8 @@ class StorageWatch:
         self._thread: threading.Thread | None = None
 
     def start(self) -> StorageWatch:
-        """Starts probing (a daemon thread: it never keeps the driver alive)."""
+        """Probes once now, then every ``every_s`` in a daemon thread (it never keeps the driver alive)."""
+        self.check()
         self._thread = threading.Thread(target=self._run, name="hpo-storage-watch", daemon=True)
         self._thread.start()
         return self

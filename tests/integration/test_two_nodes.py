@@ -280,3 +280,51 @@ def test_sweep_of_a_users_s3_dataset_killed_and_resumed_on_two_nodes(cluster, tm
     report = subprocess.run([sys.executable, "-m", "hpo.cli.main", "report", "two-nodes", "--storage", storage],
                             cwd=other, capture_output=True, text=True, env=cluster.env(), timeout=120)
     assert report.returncode == 0 and summary["best"]["trial_id"] in report.stdout, report.stderr[-2000:]
+
+
+def test_a_minute_long_storage_stall_mid_trial_fails_nothing(cluster):
+    """The S3 server frozen for 60 s once the first trial has checkpointed: every trial still ends well."""
+    name = sweep_file(cluster, "stall", trials=2, epochs=8, train="builtin:digits", validation_fraction=0.2,
+                      cache={"enabled": True})
+    storage = f"s3://{cluster.bucket}/runs"
+    cmd = [sys.executable, "-m", "hpo.cli.main", "tune", name, "--address", cluster.address, "--storage", storage]
+    sweep = subprocess.Popen(cmd, cwd=cluster.disk, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=cluster.env(), start_new_session=True)
+    server = cluster.moto.proc.pid
+    try:
+        deadline = time.time() + 400
+        while time.time() < deadline and sweep.poll() is None and not any(
+                "/checkpoint_000001/" in k for k in cluster.moto.keys(cluster.bucket, "runs/stall/")):
+            time.sleep(0.5)
+        assert sweep.poll() is None, f"the sweep ended before the stall: {sweep.stdout.read()[-3000:]}"
+        os.kill(server, signal.SIGSTOP)
+        time.sleep(60)
+        os.kill(server, signal.SIGCONT)
+        thawed = time.time()
+        output, _ = sweep.communicate(timeout=400)
+    finally:
+        os.kill(server, signal.SIGCONT)
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+    assert sweep.returncode == 0, output[-3000:]
+    assert "storage unreachable since" in output, output[-3000:]  # the view said why no epoch came
+
+    state = next((cluster.disk / "hpo_runs" / "_shared").glob("s3-*")) / "stall"
+    summary = json.loads((state / "summary.json").read_text())
+    assert [t["status"] in ("completed", "stopped_early") for t in summary["trials"]] == [True, True], summary["trials"]
+    # A checkpoint written after the stall is in the bucket.
+    listing = cluster.moto.client().list_objects_v2(Bucket=cluster.bucket, Prefix="runs/stall/")["Contents"]
+    assert any("/checkpoint_" in o["Key"] and o["LastModified"].timestamp() >= thawed - 1 for o in listing)
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=summary["mlflow"]["uri"])
+    by_id = {t["trial_id"]: t for t in summary["trials"]}
+    children = client.search_runs(
+        [summary["mlflow"]["experiment_id"]],
+        filter_string=f"tags.mlflow.parentRunId = '{summary['mlflow']['parent_run_id']}'",
+    )
+    assert sorted(c.data.tags["hpo.trial_id"] for c in children) == sorted(by_id)
+    for run in children:
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
+        assert steps == list(range(1, by_id[run.data.tags["hpo.trial_id"]]["epochs"] + 1)), steps  # each epoch once
