@@ -46,6 +46,10 @@ class Ref:
 
     target: str
 
+    def __post_init__(self) -> None:
+        if not re.match(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", self.target):
+            raise ValueError(f"{self.target!r} is not 'package.module:function'; name the factory so")
+
     def resolve(self) -> Callable[..., Any]:
         """The function itself (its module imported)."""
         module, _, name = self.target.partition(":")

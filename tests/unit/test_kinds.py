@@ -74,6 +74,8 @@ def test_a_registration_is_checked():
         SchedulerKind("Toy Stop", toy_scheduler, forecast=StopAtTwo())
     with pytest.raises(ValueError, match=r"^scheduler 'toy-stop': factory 'asha' is not callable"):
         SchedulerKind("toy-stop", "asha", forecast=StopAtTwo())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^'hpo.search.schedulers.fifo' is not 'package.module:function'"):
+        kinds.Ref("hpo.search.schedulers.fifo")
     assert "toy-search" not in kinds.SEARCHERS and kinds.SEARCHERS["random"].factory is not toy_searcher
 
 
