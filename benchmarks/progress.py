@@ -18,7 +18,7 @@ epochs without early stopping, recording every epoch's validation metrics and wa
    from one dataset's curves run on ``max_concurrent`` slots, each epoch taking its recorded seconds, under
    EarlyStopping and Ray Tune's own scheduler objects (``AsyncHyperBandScheduler`` with one bracket,
    ``MedianStoppingRule``, or FIFO), built as ``hpo.search.schedulers`` builds them and fed each replayed
-   result, so the truth does not depend on ``hpo.progress.cutoffs``. When 25 % of the trials have ended,
+   result, so the truth does not depend on ``hpo.cutoffs``. When 25 % of the trials have ended,
    ``estimate_sweep`` gets the ended and running trials and the plan; its forecast (elapsed + median
    remaining) is compared with the sweep's true wall time (50 % and 75 % of trials ended reported too).
 

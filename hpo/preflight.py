@@ -42,10 +42,11 @@ def preflight(
     if check_tracking:
         check_reachable(normalize_uri(config.tracking.mlflow_uri), source)
     _check_writable(config, source)
-    if config.search.algorithm == "optuna-gp" and importlib.util.find_spec("torch") is None:
+    extra = config.search.kind.needs
+    if extra is not None and importlib.util.find_spec(extra.module) is None:
         raise ConfigError(
-            f"{source}: search.algorithm: optuna-gp needs torch, which is not installed; "
-            "run '.venv/bin/pip install torch==2.13.0' or use optuna-tpe"
+            f"{source}: search.algorithm: {config.search.algorithm} needs {extra.module}, which is not installed; "
+            f"run '.venv/bin/pip install {extra.install}' or use {extra.instead}"
         )
     train, validation = resolve_data(config, Storage.parse(storage), source)
     _check_batch_and_cache(config, train, source)

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from hpo import kinds
 from hpo.config import SweepConfig
 from hpo.errors import ConfigError
 from hpo.storage import Storage, write_text_atomic
@@ -68,20 +69,18 @@ def repeat_config(first: SweepConfig, top: int, repeats: int, name: str | None =
     data["name"] = name or f"{first.name}-repeat"
     data["objective"]["goal"] = None
     data["search"].update(
-        # Every configuration is queued; the sampler never has to propose one (grid has no queue).
-        algorithm="random" if first.search.algorithm == "grid" else first.search.algorithm,
+        # Every configuration is queued; the sampler never has to propose one (a grid searcher has no queue).
+        algorithm=first.search.algorithm if first.search.kind.warm_start else first.search.kind.instead,
         num_samples=top, repeats=repeats, max_trials=None, time_budget_s=None,
         seed=((first.search.seed or 0) + SEED_OFFSET) % 2**32, repeat_of=first.name,
     )
-    data["scheduler"] = {"type": "fifo"}
-    if first.search.algorithm == "grid":
-        data["space"] = {k: _as_categorical(v) for k, v in data["space"].items()}
+    data["scheduler"] = {"type": kinds.NO_EARLY_STOPPING}
+    if first.search.kind.grid:
+        data["space"] = {k: _as_categorical(v) if first.space[k].is_grid else v for k, v in data["space"].items()}
     return SweepConfig.model_validate(data)
 
 
 def _as_categorical(spec: dict[str, Any]) -> dict[str, Any]:
     """A grid parameter as a categorical one (a study can queue its values)."""
-    if spec.get("type") != "grid":
-        return spec
     out = {k: v for k, v in spec.items() if k not in ("type", "values")}
     return {**out, "type": "categorical", "choices": spec["values"]}

@@ -205,9 +205,9 @@ def _repeats(view: SweepView, metric: str) -> Any:
 
 
 def param_importance(storage: Storage, view: SweepView) -> dict[str, float] | None:
-    """Optuna's parameter importance from the sweep's study (None for grid or too few finished trials)."""
+    """Optuna's parameter importance from the sweep's study (None without a study or too few finished trials)."""
     db = storage.state_dir(view.name) / "optuna.db"
-    if view.config.search.algorithm == "grid" or not db.is_file():
+    if not view.config.search.kind.study or not db.is_file():
         return None
     import warnings
 

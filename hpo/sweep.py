@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hpo import compat
+from hpo import compat, kinds
 from hpo.config import SweepConfig
 from hpo.config.tracking_uri import masked
 from hpo.driver import check_not_running, recorded_driver
@@ -176,10 +176,11 @@ def _warm_points(config: SweepConfig, options: RunOptions, source: str) -> list[
     warm = options.warm_start
     if warm is None:
         return None
-    if config.search.algorithm == "grid":
+    if not config.search.kind.warm_start:
+        able = ", ".join(name for name, kind in kinds.SEARCHERS.items() if kind.warm_start)
         raise ConfigError(
-            f"{source}: search.algorithm: --warm-start needs an Optuna-backed searcher "
-            "(optuna-tpe, optuna-gp, random), not grid"
+            f"{source}: search.algorithm: --warm-start needs an Optuna-backed searcher ({able}), "
+            f"not {config.search.algorithm}"
         )
     from hpo.search import previous_best
 

@@ -6,6 +6,7 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
+from hpo import kinds
 from hpo.config.keras_names import MOMENTUM_OPTIMIZERS, OPTIMIZERS, unknown
 from hpo.config.sections import (
     NAME,
@@ -72,10 +73,10 @@ class SweepConfig(FrozenModel):
 
     @property
     def grid_size(self) -> int:
-        """Points in the grid (grid parameters, and categoricals under ``algorithm: grid``) crossed."""
+        """Points in the grid (grid parameters, and categoricals under a grid searcher) crossed."""
         size = 1
         for spec in self.space.values():
-            if spec.type == "grid" or (self.search.algorithm == "grid" and spec.type == "categorical"):
+            if spec.is_grid or (self.search.kind.grid and spec.type == "categorical"):
                 size *= len(spec.values or spec.choices or [])
         return size
 
@@ -94,19 +95,21 @@ class SweepConfig(FrozenModel):
 
 def _check_grid(config: SweepConfig) -> None:
     algorithm = config.search.algorithm
-    grid = [k for k, p in config.space.items() if p.type == "grid"]
-    if grid and algorithm != "grid":
+    grid = [k for k, p in config.space.items() if p.is_grid]
+    if grid and not config.search.kind.grid:
+        searchers = kinds.listed((name for name, kind in kinds.SEARCHERS.items() if kind.grid), "or")
         raise KeyedError(
             f"space.{grid[0]}",
-            f"grid parameters need search.algorithm: grid (not {algorithm}); set it, or make the parameter categorical",
+            f"grid parameters need search.algorithm: {searchers} (not {algorithm}); set it, or make the parameter "
+            "categorical",
         )
-    if algorithm != "grid":
+    if not config.search.kind.grid:
         return
-    if not any(p.type in ("grid", "categorical") for p in config.space.values()):
+    if not any(p.is_grid or p.type == "categorical" for p in config.space.values()):
         raise KeyedError(
             "search.algorithm",
             "grid search needs points, but every parameter of space is a range; list values (type: grid) or "
-            "choices for at least one, or use random",
+            f"choices for at least one, or use {config.search.kind.instead}",
         )
     points = config.grid_size
     if "num_samples" not in config.search.model_fields_set:  # unset: each point once, whatever the grid's size
@@ -125,15 +128,17 @@ def _check_grid(config: SweepConfig) -> None:
 
 
 def _check_bootstrap(config: SweepConfig) -> None:
-    if config.scheduler.bootstrap_count and config.scheduler.type != "asha":
+    if config.scheduler.bootstrap_count and not config.scheduler.kind.bootstrap:
+        having = [name for name, kind in kinds.SCHEDULERS.items() if kind.bootstrap]
+        schedulers = f"the {kinds.listed(having)} scheduler{' has' if len(having) == 1 else 's have'}"
         raise KeyedError(
             "scheduler.bootstrap_count",
-            f"only the asha scheduler has it (not {config.scheduler.type}); remove it or use type: asha",
+            f"only {schedulers} it (not {config.scheduler.type}); remove it or use type: {kinds.listed(having, 'or')}",
         )
 
 
 def _check_conditions(config: SweepConfig) -> None:
-    check_conditions(config.space, config.search.algorithm)
+    check_conditions(config.space, config.search.kind)
 
 
 def _check_search(config: SweepConfig) -> None:
@@ -144,10 +149,10 @@ def _check_search(config: SweepConfig) -> None:
             f"{search.max_trials} is not a multiple of search.repeats ({search.repeats}): a configuration "
             f"would run fewer repeats than asked; use a multiple of {search.repeats}",
         )
-    if search.startup_trials is not None and search.algorithm not in ("optuna-tpe", "optuna-gp"):
+    if search.startup_trials is not None and not search.kind.startup_trials:
+        having = kinds.listed(name for name, kind in kinds.SEARCHERS.items() if kind.startup_trials)
         raise KeyedError(
-            "search.startup_trials",
-            f"only optuna-tpe and optuna-gp have random start-up trials (not {search.algorithm}); remove it",
+            "search.startup_trials", f"only {having} have random start-up trials (not {search.algorithm}); remove it"
         )
 
 
@@ -164,7 +169,7 @@ def _check_metric(config: SweepConfig) -> None:
 
 
 def _check_epochs_and_optimizers(config: SweepConfig) -> None:
-    if config.scheduler.type in ("asha", "hyperband") and config.scheduler.grace_period > config.trial.max_epochs:
+    if config.scheduler.kind.rungs and config.scheduler.grace_period > config.trial.max_epochs:
         raise KeyedError(
             "scheduler.grace_period",
             f"{config.scheduler.grace_period} is more than trial.max_epochs ({config.trial.max_epochs}): no trial "

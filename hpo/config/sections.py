@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hpo import kinds
 from hpo.config.keras_names import LOSSES, METRICS, OPTIMIZERS, unknown
 from hpo.config.tracking_uri import check_tracking_uri
 
@@ -33,6 +34,13 @@ class KeyedErrors(ValueError):
     def __init__(self, errors: list[KeyedError]) -> None:
         super().__init__("; ".join(f"{e.key}: {e}" for e in errors))
         self.errors = errors
+
+
+def registered(value: Any, registry: dict[str, Any]) -> str:
+    """``value`` if it names a registered kind (:mod:`hpo.kinds`), else the error listing the kinds."""
+    if not isinstance(value, str) or value not in registry:
+        raise ValueError(f"{value!r} is not allowed; use one of {kinds.choices(registry)}")
+    return value
 
 
 def default_metrics(task: str) -> list[str]:
@@ -174,7 +182,8 @@ class ObjectiveConfig(FrozenModel):
 class SearchConfig(FrozenModel):
     """The search algorithm and its budget."""
 
-    algorithm: Literal["optuna-tpe", "optuna-gp", "random", "grid"] = "optuna-tpe"
+    #: A searcher kind of :data:`hpo.kinds.SEARCHERS`.
+    algorithm: str = kinds.DEFAULT_SEARCHER
     num_samples: int = Field(default=8, ge=1, le=INT_MAX, strict=True)
     max_concurrent: int = Field(default=2, ge=1, le=INT_MAX, strict=True)
     seed: int | None = Field(default=None, ge=0, le=2**32 - 1, strict=True)
@@ -187,17 +196,38 @@ class SearchConfig(FrozenModel):
     #: The sweep whose best configurations this one re-runs with new seeds (set by ``hpo repeat``).
     repeat_of: str | None = Field(default=None, min_length=1, max_length=200)
 
+    @field_validator("algorithm", mode="before")
+    @classmethod
+    def _algorithm(cls, value: Any) -> str:
+        return registered(value, kinds.SEARCHERS)
+
+    @property
+    def kind(self) -> kinds.SearcherKind:
+        """What the algorithm is (:class:`hpo.kinds.SearcherKind`)."""
+        return kinds.searcher(self.algorithm)
+
 
 class SchedulerConfig(FrozenModel):
     """The early-stopping scheduler (ASHA by default)."""
 
-    type: Literal["asha", "hyperband", "median", "fifo"] = "asha"
+    #: A scheduler kind of :data:`hpo.kinds.SCHEDULERS`.
+    type: str = kinds.DEFAULT_SCHEDULER
     grace_period: int = Field(default=1, ge=1, le=INT_MAX, strict=True)
     reduction_factor: float = Field(default=2.0, gt=1, le=100, strict=True)
     #: ASHA only: a trial reaching a rung below ``max_epochs`` stops there while fewer than this many trials
     #: reached that rung before it (Optuna's ``bootstrap_count``). 0: Tune's ASHA, where the first trial at a
     #: rung has nothing to be compared with and always continues.
     bootstrap_count: int = Field(default=0, ge=0, le=INT_MAX, strict=True)
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _type(cls, value: Any) -> str:
+        return registered(value, kinds.SCHEDULERS)
+
+    @property
+    def kind(self) -> kinds.SchedulerKind:
+        """What the scheduler is (:class:`hpo.kinds.SchedulerKind`)."""
+        return kinds.scheduler(self.type)
 
 
 class EarlyStoppingConfig(FrozenModel):

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from hpo import kinds
 from hpo.config.sections import INT_MAX, FrozenModel, KeyedError
 
 #: Searched parameters the trainer itself reads (:data:`hpo.trial.spec.TRAINER_PARAMS`) that take numbers:
@@ -61,6 +62,11 @@ class ParamSpec(FrozenModel):
         elif not self.values:
             raise ValueError("a grid parameter needs a non-empty list under values; add it")
         return self
+
+    @property
+    def is_grid(self) -> bool:
+        """A ``type: grid`` parameter (its listed values are all run, under a grid searcher only)."""
+        return self.type == "grid"
 
 
 def check_trainer_params(space: dict[str, ParamSpec]) -> list[KeyedError]:
@@ -118,7 +124,7 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
 
 
-def check_conditions(space: dict[str, ParamSpec], algorithm: str) -> None:
+def check_conditions(space: dict[str, ParamSpec], searcher: kinds.SearcherKind) -> None:
     """Checks every ``when``: its parent is a categorical parameter and the values are its choices.
 
     Raises:
@@ -133,7 +139,7 @@ def check_conditions(space: dict[str, ParamSpec], algorithm: str) -> None:
                     f"space.{name}.when", f"'{parent}' depends on '{name}' in turn (a cycle); remove one condition"
                 )
             other = space.get(parent)
-            if other is None or other.type not in ("categorical", "grid"):
+            if other is None or not (other.type == "categorical" or other.is_grid):
                 raise KeyedError(
                     f"space.{name}.when",
                     f"'{parent}' is not a categorical parameter of the space; condition on a categorical parameter",
@@ -144,10 +150,11 @@ def check_conditions(space: dict[str, ParamSpec], algorithm: str) -> None:
                 raise KeyedError(
                     f"space.{name}.when", f"{value!r} is not a choice of '{parent}' ({allowed}); use one of them"
                 )
-            if algorithm == "grid":
+            if searcher.grid:
                 raise KeyedError(
                     f"space.{name}.when",
-                    "conditional parameters are not supported with grid search; use optuna-tpe or random",
+                    f"conditional parameters are not supported with grid search; use {kinds.DEFAULT_SEARCHER} or "
+                    f"{searcher.instead}",
                 )
 
 

@@ -16,9 +16,9 @@ then the pending trials from it, so that the uncertainty about the population st
   started trials at 25 % of trials ended). Each measured cost therefore counts as half a draw, which keeps
   that doubt in the interval.
 
-Pending trials are drawn with the lengths the started ones would have if they started now
-(:func:`hpo.progress.cutoffs.replayed_stops`), and a trial's epoch cost is the *mean* of its epochs after
-the first (:func:`mean_cost`).
+Pending trials are drawn with the lengths the started ones would have if they started now (the
+scheduler's :meth:`hpo.kinds.ForecastRule.replayed`), and a trial's epoch cost is the *mean* of its
+epochs after the first (:func:`mean_cost`).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def header(config: SweepConfig, options: RunOptions, planned: int) -> Header:
     description = (f"{planned} trials × {trial.workers} workers, {config.search.algorithm} + "
                    f"{config.scheduler.type}, up to {trial.max_epochs} epochs each")
     # the optuna-dashboard command only where it is installed (it is no dependency of hpo)
-    dashboard = config.search.algorithm != "grid" and importlib.util.find_spec("optuna_dashboard") is not None
+    dashboard = config.search.kind.study and importlib.util.find_spec("optuna_dashboard") is not None
     study = f"optuna-dashboard {study_url(options.sweep_dir(config.name))}" if dashboard else ""
     mlflow = f"open {uri}" if is_server(uri) else f"hpo ui --mlflow-uri {uri}"
     return Header(config.name, description, mlflow, study, config.cost.currency)

@@ -3,12 +3,12 @@
 Each Monte-Carlo sample is one possible future of the sweep:
 
 1. every running trial's length is simulated from its own curve (:func:`hpo.progress.trial.simulate_trial`)
-   and cut where the scheduler would stop it (:mod:`hpo.progress.cutoffs`);
+   and cut where the scheduler would stop it (:mod:`hpo.cutoffs`);
 2. trials not started yet (and running ones with fewer than two values) get a length drawn from those of the
    started ones: the ended trials' actual lengths (failed ones aside) and the running ones' simulated ones in
    that sample (so that the first, short, scheduler-stopped trials do not make the rest look short), each cut
    where the scheduler would stop it if it started now, against every result recorded since
-   (:func:`hpo.progress.cutoffs.replayed_stops`: the first trials ran unopposed), mixed
+   (the scheduler's :meth:`~hpo.kinds.ForecastRule.replayed`: the first trials ran unopposed), mixed
    with a uniform prior over ``1 … max_epochs`` by a Dirichlet process (:mod:`hpo.progress.pools`: each
    sample draws its own weights, so that how little a few trials tell stays in the interval); with no
    started trial to draw from, the prior is ``max_epochs``;
@@ -32,21 +32,20 @@ trials record later moving the scheduler's cut-offs.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from hpo.progress.cutoffs import replayed_stops, scheduler_stops
+from hpo import kinds
+from hpo.kinds import ForecastRule
 from hpo.progress.pools import draw_costs, draw_lengths, mean_cost, pick, stack
 from hpo.progress.schedule import Futures, Queue, run_queue
 from hpo.progress.stopping import higher_is_better
 from hpo.progress.trial import epoch_cost, epoch_times, first_epoch_extra, quantiles, simulate_trial
 
 TrialStatus = Literal["running", "finished", "stopped", "failed"]
-Scheduler = Literal["asha", "hyperband", "median", "fifo"]
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,7 @@ class SweepPlan:
         patience: EarlyStopping's patience.
         min_delta: EarlyStopping's smallest improvement.
         goal: The objective goal (the sweep ends when a trial reaches it), or None.
-        scheduler: ``asha``, ``hyperband``, ``median`` or ``fifo``.
+        scheduler: The ``scheduler.type`` (a kind of :data:`hpo.kinds.SCHEDULERS`).
         grace_period: The scheduler's grace period (epochs).
         reduction_factor: ASHA/HyperBand's reduction factor.
         time_budget_s: The sweep's time budget, or None.
@@ -109,7 +108,7 @@ class SweepPlan:
     patience: int = 3
     min_delta: float = 0.0
     goal: float | None = None
-    scheduler: Scheduler = "asha"
+    scheduler: str = kinds.DEFAULT_SCHEDULER
     grace_period: int = 1
     reduction_factor: float = 2.0
     time_budget_s: float | None = None
@@ -120,23 +119,13 @@ class SweepPlan:
     cost_per_gpu_hour: float = 0.0
 
     @property
-    def rule(self) -> Scheduler:
-        """The scheduler as it decides: HyperBand with fewer trials at once than its first bracket holds is FIFO.
-
-        Tune's ``HyperBandScheduler`` adds trials to its current bracket until that bracket has as many
-        *live* trials as it plans (an ended trial leaves it); the first bracket plans
-        ``round(log(max_t) / log(reduction_factor)) + 1`` trials and runs each to ``max_t`` without a
-        halving. With fewer trials at once it never fills, every trial joins it, and none is stopped.
-        """
-        if self.scheduler == "hyperband":
-            first_bracket = round(math.log(max(self.max_epochs, 1)) / math.log(self.reduction_factor)) + 1
-            if self.max_concurrent < first_bracket:
-                return "fifo"
-        return self.scheduler
+    def rule(self) -> ForecastRule:
+        """The scheduler's forecast rule (:class:`hpo.kinds.SchedulerKind`)."""
+        return kinds.scheduler(self.scheduler).forecast  # type: ignore[return-value]
 
     def __post_init__(self) -> None:
-        if self.scheduler not in ("asha", "hyperband", "median", "fifo"):
-            raise ValueError(f"scheduler must be asha, hyperband, median or fifo, not {self.scheduler!r}")
+        if self.scheduler not in kinds.SCHEDULERS:
+            raise ValueError(f"scheduler must be {kinds.listed(kinds.SCHEDULERS, 'or')}, not {self.scheduler!r}")
         if self.planned_trials < 0 or self.max_concurrent < 1 or self.reduction_factor <= 1:
             raise ValueError("need planned_trials >= 0, max_concurrent >= 1 and reduction_factor > 1")
 
@@ -228,16 +217,7 @@ def _simulate_running(
         if sim.method == "prior":
             continue
         others = [y for j, y in enumerate(ys) if j != i]
-        stops = scheduler_stops(
-            plan.rule,
-            sim.stops,
-            sim.paths,
-            ys[i],
-            others,
-            plan.grace_period,
-            plan.reduction_factor,
-            plan.max_epochs,
-        )
+        stops = plan.rule.stops(sim.stops, sim.paths, ys[i], others, plan)
         out[i] = (stops, sim.by_goal & (stops == sim.stops))
     return out
 
@@ -253,7 +233,7 @@ def _futures(
 ) -> tuple[Futures, bool]:
     """Every running and pending trial's length and epoch cost, per sample; and whether any was learnt."""
     simulated = _simulate_running(trials, ys, plan, samples, rng)
-    cuts = replayed_stops(plan.rule, ys, plan.grace_period, plan.reduction_factor, plan.max_epochs)
+    cuts = plan.rule.replayed(ys, plan)
     ended = [i for i, t in enumerate(trials) if t.status in ("finished", "stopped") and len(ys[i])]
     columns = [np.full(samples, min(len(ys[i]), cuts[i])) for i in ended]
     columns += [np.minimum(stops, cuts[i]) for i, (stops, _) in simulated.items()]

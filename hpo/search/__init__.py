@@ -1,20 +1,18 @@
-"""Search and scheduling: the space, the searcher and scheduler registries, the goal stopper, warm starts.
+"""Search and scheduling: the space, the Tune searchers and schedulers, the goal stopper, warm starts.
 
 Modules: :mod:`~hpo.search.space` (every conversion of a parameter spec), :mod:`~hpo.search.searchers`
-(``SEARCHERS``: Optuna TPE / GP / random, grid), :mod:`~hpo.search.schedulers` (``SCHEDULERS``: ASHA,
-HyperBand, median, FIFO), :mod:`~hpo.search.goal` (``objective.goal``), :mod:`~hpo.search.warmstart`,
-:mod:`~hpo.search.budget` (trial counts). Add a searcher or scheduler by adding an entry to its registry
-(and its name to the ``Literal`` of the sweep schema in :mod:`hpo.config`).
+(Optuna TPE / GP / random, grid), :mod:`~hpo.search.schedulers` (ASHA, HyperBand, median, FIFO),
+:mod:`~hpo.search.goal` (``objective.goal``), :mod:`~hpo.search.warmstart`, :mod:`~hpo.search.budget`
+(trial counts). Which searcher and scheduler a sweep runs, and what each is, is declared in
+:mod:`hpo.kinds`; a searcher or scheduler is added there, with one registration.
 """
 
 from __future__ import annotations
 
 from hpo.search.budget import TIME_ATTR, planned_trials, tune_num_samples
 from hpo.search.goal import GoalStopper, build_stopper
-from hpo.search.schedulers import SCHEDULERS, BootstrapASHA, FinishingHyperBand, build_scheduler
+from hpo.search.schedulers import BootstrapASHA, FinishingHyperBand, build_scheduler
 from hpo.search.searchers import (
-    SAMPLERS,
-    SEARCHERS,
     CappedGrid,
     DurableOptunaSearch,
     build_searcher,
@@ -25,9 +23,6 @@ from hpo.search.space import SearchSpace
 from hpo.search.warmstart import previous_best, seed_study
 
 __all__ = [
-    "SAMPLERS",
-    "SCHEDULERS",
-    "SEARCHERS",
     "TIME_ATTR",
     "BootstrapASHA",
     "CappedGrid",

@@ -15,7 +15,7 @@ def planned_trials(config: SweepConfig) -> int:
 
 
 def tune_num_samples(config: SweepConfig) -> int:
-    """Tune's ``num_samples``: the planned trials, or repetitions of the grid for ``grid`` (capped there)."""
-    if config.search.algorithm == "grid":
+    """Tune's ``num_samples``: the planned trials, or repetitions of the grid for a grid searcher (capped there)."""
+    if config.search.kind.grid:
         return config.search.num_samples // config.grid_size
     return planned_trials(config)

@@ -1,8 +1,7 @@
-"""Scheduler registry: ``scheduler.type`` → a Ray Tune trial scheduler (ASHA, HyperBand, median, FIFO)."""
+"""The Tune schedulers of the scheduler kinds (:mod:`hpo.kinds`): ASHA, HyperBand, median, FIFO."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ray.tune.schedulers import (
@@ -13,7 +12,7 @@ from ray.tune.schedulers import (
     TrialScheduler,
 )
 
-from hpo import compat
+from hpo import compat, kinds
 from hpo.config import SweepConfig
 from hpo.search.budget import TIME_ATTR
 
@@ -65,7 +64,8 @@ class BootstrapASHA(AsyncHyperBandScheduler):
         compat.set_asha_brackets(self, [bracket])
 
 
-def _asha(config: SweepConfig) -> TrialScheduler:
+def asha(config: SweepConfig) -> TrialScheduler:
+    """``asha``: Tune's ASHA, one bracket (with Optuna's ``bootstrap_count`` where set)."""
     arguments = {
         "time_attr": TIME_ATTR,
         "max_t": config.trial.max_epochs,
@@ -97,7 +97,8 @@ class FinishingHyperBand(HyperBandScheduler):
         return action
 
 
-def _hyperband(config: SweepConfig) -> TrialScheduler:
+def hyperband(config: SweepConfig) -> TrialScheduler:
+    """``hyperband``: Tune's HyperBand, stopping a trial at ``max_t`` (:class:`FinishingHyperBand`)."""
     return FinishingHyperBand(
         time_attr=TIME_ATTR,
         max_t=config.trial.max_epochs,
@@ -105,18 +106,16 @@ def _hyperband(config: SweepConfig) -> TrialScheduler:
     )
 
 
-def _median(config: SweepConfig) -> TrialScheduler:
+def median(config: SweepConfig) -> TrialScheduler:
+    """``median``: Tune's median stopping rule."""
     return MedianStoppingRule(time_attr=TIME_ATTR, grace_period=config.scheduler.grace_period)
 
 
-SCHEDULERS: dict[str, Callable[[SweepConfig], TrialScheduler]] = {
-    "asha": _asha,
-    "hyperband": _hyperband,
-    "median": _median,
-    "fifo": lambda config: FIFOScheduler(),
-}
+def fifo(config: SweepConfig) -> TrialScheduler:
+    """``fifo``: no early stopping."""
+    return FIFOScheduler()
 
 
 def build_scheduler(config: SweepConfig) -> TrialScheduler:
-    """Returns the Tune scheduler named by ``scheduler.type``."""
-    return SCHEDULERS[config.scheduler.type](config)
+    """Returns the Tune scheduler of the ``scheduler.type`` kind."""
+    return kinds.scheduler(config.scheduler.type).factory(config)

@@ -1,9 +1,10 @@
-"""Searcher registry: ``search.algorithm`` → a Ray Tune search algorithm.
+"""The Tune searchers of the searcher kinds (:mod:`hpo.kinds`): ``search.algorithm`` → a Tune search algorithm.
 
-``optuna-tpe``, ``optuna-gp`` and ``random`` are Optuna samplers behind Ray's ``OptunaSearch``, with the
-study persisted in ``STORAGE/NAME/optuna.db`` (readable by ``optuna-dashboard``); ``grid`` is Tune's grid
-expansion. ``search.repeats`` wraps the searcher in Tune's ``Repeater``: each sampled configuration runs
-``repeats`` times with different seeds and the searcher is told the mean.
+``optuna-tpe``, ``optuna-gp`` and ``random`` are Optuna samplers behind Ray's ``OptunaSearch``
+(:class:`OptunaSearcher`), with the study persisted in ``STORAGE/NAME/optuna.db`` (readable by
+``optuna-dashboard``); ``grid`` is Tune's grid expansion. ``search.repeats`` wraps the searcher in Tune's
+``Repeater``: each sampled configuration runs ``repeats`` times with different seeds and the searcher is
+told the mean.
 
 One rule for a trial's value, the one ``summary.json`` ranks by: its **best epoch** (the weights
 EarlyStopping restores), not the last epoch Tune hands a searcher. A finished trial is told its best epoch;
@@ -17,14 +18,16 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ray.tune.search import BasicVariantGenerator, Repeater
 from ray.tune.search.optuna import OptunaSearch
 
-from hpo import compat
+from hpo import compat, kinds
 from hpo.config import SweepConfig
+from hpo.kinds import WarmPoints
 from hpo.objective import best_value
 from hpo.options import WarmStartMode
 from hpo.search.budget import TIME_ATTR
@@ -56,10 +59,6 @@ def _random(config: SweepConfig) -> Any:
     import optuna
 
     return optuna.samplers.RandomSampler(seed=config.search.seed)
-
-
-#: ``search.algorithm`` → the Optuna sampler behind hpo's ``OptunaSearch`` (``grid`` is Tune's own grid).
-SAMPLERS: dict[str, Callable[[SweepConfig], Any]] = {"optuna-tpe": _tpe, "optuna-gp": _gp, "random": _random}
 
 
 def study_url(sweep_dir: Path) -> str:
@@ -105,7 +104,7 @@ def close_study(config: SweepConfig, sweep_dir: Path) -> int:
     optuna-dashboard and to a warm start.
     """
     path = sweep_dir / "optuna.db"
-    if config.search.algorithm == "grid" or not path.is_file():
+    if not kinds.searcher(config.search.algorithm).study or not path.is_file():
         return 0
     import optuna
 
@@ -119,39 +118,49 @@ def close_study(config: SweepConfig, sweep_dir: Path) -> int:
     return len(lost)
 
 
-def _grid(config: SweepConfig, sweep_dir: Path, resume: bool, warm: WarmPoints, warm_mode: WarmStartMode) -> Any:
+def grid(config: SweepConfig, sweep_dir: Path, resume: bool, warm: WarmPoints, warm_mode: WarmStartMode) -> Any:
+    """``grid``: Tune's grid expansion (of :meth:`SearchSpace.param_space`), capped at ``search.max_trials``."""
     return CappedGrid(config.search.max_trials, random_state=config.search.seed)
 
 
-def _optuna(config: SweepConfig, sweep_dir: Path, resume: bool, warm: WarmPoints, warm_mode: WarmStartMode) -> Any:
-    import optuna
+@dataclass(frozen=True)
+class OptunaSearcher:
+    """A searcher factory: an Optuna sampler behind :class:`DurableOptunaSearch`, its study in ``optuna.db``.
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    storage = study_storage(sweep_dir)
-    if not resume:
-        try:
-            optuna.delete_study(study_name=config.name, storage=storage)
-        except KeyError:
-            pass
-        if warm:
-            seed_study(study_url(sweep_dir), config, warm, warm_mode)
-    return DurableOptunaSearch(
-        space=SearchSpace(config).define_by_run(),
-        metric=config.objective.metric,
-        mode=config.objective.mode,
-        sampler=SAMPLERS[config.search.algorithm](config),
-        storage=storage,
-        study_name=config.name,
-    )
+    Attributes:
+        sampler: ``config`` → the Optuna sampler.
+    """
+
+    sampler: Callable[[SweepConfig], Any]
+
+    def __call__(
+        self, config: SweepConfig, sweep_dir: Path, resume: bool, warm: WarmPoints, warm_mode: WarmStartMode
+    ) -> Any:
+        """The searcher of ``config`` (the study continued on a resume, else made afresh and seeded by ``warm``)."""
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        storage = study_storage(sweep_dir)
+        if not resume:
+            try:
+                optuna.delete_study(study_name=config.name, storage=storage)
+            except KeyError:
+                pass
+            if warm:
+                seed_study(study_url(sweep_dir), config, warm, warm_mode)
+        return DurableOptunaSearch(
+            space=SearchSpace(config).define_by_run(),
+            metric=config.objective.metric,
+            mode=config.objective.mode,
+            sampler=self.sampler(config),
+            storage=storage,
+            study_name=config.name,
+        )
 
 
-WarmPoints = list[tuple[dict[str, Any], float]] | None
-#: ``search.algorithm`` → a factory ``(config, sweep_dir, resume, warm points, warm mode)`` → Tune searcher.
-SEARCHERS: dict[str, Callable[[SweepConfig, Path, bool, WarmPoints, WarmStartMode], Any]] = {
-    **{name: _optuna for name in SAMPLERS},
-    "grid": _grid,
-}
+#: ``optuna-tpe``, ``optuna-gp`` and ``random``.
+tpe, gp, random_search = OptunaSearcher(_tpe), OptunaSearcher(_gp), OptunaSearcher(_random)
 
 
 def build_searcher(
@@ -161,7 +170,7 @@ def build_searcher(
     warm_points: WarmPoints = None,
     warm_mode: WarmStartMode = "prior",
 ) -> Any:
-    """Returns the Tune search algorithm named by ``search.algorithm`` (wrapped for repeats).
+    """Returns the Tune search algorithm of the ``search.algorithm`` kind (wrapped for repeats).
 
     Args:
         config: The sweep.
@@ -170,7 +179,7 @@ def build_searcher(
         warm_points: ``(params, metric)`` of a previous sweep to seed the study with.
         warm_mode: ``prior`` (told as finished trials) or ``reevaluate`` (queued to run first).
     """
-    searcher = SEARCHERS[config.search.algorithm](config, sweep_dir, resume, warm_points, warm_mode)
+    searcher = kinds.searcher(config.search.algorithm).factory(config, sweep_dir, resume, warm_points, warm_mode)
     if config.search.repeats > 1:
         return BestEpochRepeater(searcher, repeat=config.search.repeats, set_index=True)
     return searcher
@@ -202,27 +211,36 @@ class BestEpochs:
         return result if not result or best is None else {**result, self.metric: best}
 
 
-def _best_epochs(searcher: Any) -> BestEpochs:
-    """The searcher's :class:`BestEpochs` (made on first use: a searcher restored from an older state has none)."""
-    bests = searcher.__dict__.get("_hpo_best_epochs")
-    if bests is None:
-        bests = searcher.__dict__["_hpo_best_epochs"] = BestEpochs(searcher.metric, searcher.mode)
-    return bests
+class KeepsBestEpochs:
+    """hpo's searchers keep each running trial's best epoch in their own :class:`BestEpochs`.
+
+    It is an attribute of the searcher, so Tune saves and restores it with the searcher's state.
+    """
+
+    #: None until first used (a searcher restored from a state saved without it has none).
+    _hpo_best_epochs: BestEpochs | None = None
+
+    @property
+    def best_epochs(self) -> BestEpochs:
+        """The running trials' best epochs (made for this searcher's metric and mode on first use)."""
+        if self._hpo_best_epochs is None:
+            self._hpo_best_epochs = BestEpochs(self.metric, self.mode)  # type: ignore[attr-defined]
+        return self._hpo_best_epochs
 
 
-class BestEpochRepeater(Repeater):
+class BestEpochRepeater(KeepsBestEpochs, Repeater):
     """Tune's ``Repeater``, averaging its repeats' best epochs (Tune's averages their last epochs)."""
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         """Keeps the repeat's best epoch so far."""
-        _best_epochs(self).see(trial_id, result)
+        self.best_epochs.see(trial_id, result)
 
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, **kwargs: Any) -> None:
         """Reports the repeat's best epoch to its configuration's group."""
-        super().on_trial_complete(trial_id, result=_best_epochs(self).final(trial_id, result), **kwargs)
+        super().on_trial_complete(trial_id, result=self.best_epochs.final(trial_id, result), **kwargs)
 
 
-class DurableOptunaSearch(OptunaSearch):
+class DurableOptunaSearch(KeepsBestEpochs, OptunaSearch):
     """Tune's ``OptunaSearch``, telling scheduler stops as Optuna prunes, for a study that outlives Tune's state.
 
     A trial the scheduler stopped is told as PRUNED, with every epoch's value as an intermediate value (the
@@ -269,7 +287,7 @@ class DurableOptunaSearch(OptunaSearch):
         """Reports an intermediate value, unless the study already finished this trial."""
         from optuna.exceptions import UpdateFinishedTrialError
 
-        _best_epochs(self).see(trial_id, result)
+        self.best_epochs.see(trial_id, result)
         if not self._adopt(trial_id, result):
             return
         try:
@@ -280,7 +298,7 @@ class DurableOptunaSearch(OptunaSearch):
 
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
         """Tells the study how a trial ended: FAIL if diverged, PRUNED if the scheduler stopped it, else best epoch."""
-        best = _best_epochs(self).final(trial_id, result)
+        best = self.best_epochs.final(trial_id, result)
         if trial_id not in compat.optuna_search_told(self) and not self._adopt(trial_id, result):
             compat.optuna_search_told(self).add(trial_id)
             return

@@ -1,8 +1,9 @@
 """The search space: every conversion of a sweep file's parameter specs lives here.
 
 Optuna-backed searchers (``optuna-tpe``, ``optuna-gp``, ``random``) sample through one define-by-run
-function, which also handles conditional parameters (``when: {optimizer: sgd}``); ``grid`` uses Tune's
-own grid expansion; warm starts need Optuna distributions and a membership test.
+function, which also handles conditional parameters (``when: {optimizer: sgd}``); a grid searcher
+(:attr:`hpo.kinds.SearcherKind.grid`) uses Tune's own grid expansion; warm starts need Optuna distributions
+and a membership test.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ class SearchSpace:
 
     def __init__(self, config: SweepConfig) -> None:
         self.specs = dict(config.space)
-        self.grid = config.search.algorithm == "grid"
+        self.grid = config.search.kind.grid
 
     # -- Ray Tune ---------------------------------------------------------------------------------
 
@@ -48,7 +49,7 @@ class SearchSpace:
         return tune.grid_search(list(spec.values))
 
     def param_space(self) -> dict[str, Any]:
-        """The Tuner's ``param_space``: the grid for ``algorithm: grid`` (categoricals become axes too), else empty.
+        """The Tuner's ``param_space``: the grid for a grid searcher (categoricals become axes too), else empty.
 
         Optuna-backed searchers bring their own space (:meth:`define_by_run`).
         """

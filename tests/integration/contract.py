@@ -8,6 +8,7 @@ from pathlib import Path
 import optuna
 
 import hpo
+from hpo import kinds
 from hpo.search import study_url
 
 #: Seconds per simulated epoch: long enough for a scheduler's stop to reach a trial within an epoch or two.
@@ -21,7 +22,7 @@ def tiny(name: str, algorithm: str, scheduler: str, backend: str = "simulated", 
         "units": {"type": "int", "low": 8, "high": 32, "step": 8},
         "optimizer": {"type": "categorical", "choices": ["adam", "sgd"]},
     }
-    if algorithm == "grid":
+    if kinds.searcher(algorithm).grid:
         space = {"units": {"type": "grid", "values": [8, 16]}, "optimizer": {"type": "categorical",
                                                                              "choices": ["adam", "sgd"]}}
     return hpo.SweepConfig.model_validate({
@@ -92,10 +93,10 @@ def check_pair(tmp_path: Path, algorithm: str, scheduler: str, backend: str = "s
     best = max(trials, key=lambda t: t["metric"])
     assert summary["best"]["trial_id"] == best["trial_id"]
     check_records(summary)
-    if algorithm == "grid":
+    if kinds.searcher(algorithm).grid:
         assert sorted((t["params"]["units"], t["params"]["optimizer"]) for t in trials) == [
             (8, "adam"), (8, "sgd"), (16, "adam"), (16, "sgd")]
-    else:
+    elif kinds.searcher(algorithm).study:
         # The searcher was told every trial's outcome, stopped ones included, with the last value it saw
         # (Ray's OptunaSearch files trials HyperBand paused and ended as PRUNED, with that value).
         study = optuna.load_study(study_name=config.name, storage=study_url(tmp_path / "runs" / config.name))

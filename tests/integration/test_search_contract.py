@@ -22,13 +22,15 @@ import pandas as pd
 import pytest
 
 import hpo
+from hpo import kinds
 from hpo.search import study_url
 from tests.conftest import ROOT
 from tests.integration.contract import check_pair, tiny, with_goal
 
 pytestmark = pytest.mark.slow
-SEARCHERS = ["optuna-tpe", "optuna-gp", "random", "grid"]
-SCHEDULERS = ["asha", "hyperband", "median", "fifo"]
+#: Every registered kind (hpo/kinds.py): a searcher or scheduler registered there runs here with every other.
+SEARCHERS = list(kinds.SEARCHERS)
+SCHEDULERS = list(kinds.SCHEDULERS)
 
 
 @pytest.fixture(scope="module")

@@ -387,11 +387,14 @@ def test_hyperband_with_fewer_trials_at_once_than_its_first_bracket_holds_stops_
     tune_band = HyperBandScheduler(max_t=max_epochs, reduction_factor=factor)
     assert tune_band._get_n0(0) == first_bracket  # Tune's first bracket: that many trials, no halving
 
-    def rule(concurrent):
-        return SweepPlan(planned_trials=30, max_concurrent=concurrent, max_epochs=max_epochs, scheduler="hyperband",
-                         reduction_factor=factor).rule
+    def replayed(concurrent):
+        plan = SweepPlan(planned_trials=30, max_concurrent=concurrent, max_epochs=max_epochs, scheduler="hyperband",
+                         reduction_factor=factor)
+        return plan.rule.replayed(curves, plan)
 
-    assert rule(first_bracket - 1) == "fifo" and rule(first_bracket) == "hyperband"
+    curves = [np.full(max_epochs, v) for v in (0.1, 0.6, 0.5, 0.55)]  # the poor ones fall below the first rung
+    assert np.isinf(replayed(first_bracket - 1)).all()  # as fifo
+    assert list(replayed(first_bracket)) == [1, np.inf, 1, np.inf]  # as its rungs from epoch 1
 
 
 def test_hyperband_forecast_as_fifo_or_as_cut_by_its_rungs():

@@ -5,8 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hpo import kinds
 from hpo.progress import SweepPlan, TrialHistory, estimate_sweep, pools
-from hpo.progress.cutoffs import replayed_stops
+
+
+def replayed_stops(scheduler: str, ys: list, grace_period: int, reduction_factor: float, max_epochs: int):
+    """The scheduler kind's forecast rule replaying ``ys`` (as many trials at once as HyperBand's brackets hold)."""
+    plan = SweepPlan(planned_trials=len(ys), max_concurrent=100, max_epochs=max_epochs, scheduler=scheduler,
+                     grace_period=grace_period, reduction_factor=reduction_factor)
+    return kinds.scheduler(scheduler).forecast.replayed(ys, plan)
 
 
 def flat(value: float, epochs: int = 8) -> np.ndarray:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from ray.tune.experiment import Experiment
 
+from hpo import kinds
 from hpo.config import parse_sweep
 from hpo.errors import ConfigError
-from hpo.search import SAMPLERS, CappedGrid, SearchSpace, planned_trials
+from hpo.search import CappedGrid, SearchSpace, planned_trials
 from tests.conftest import base_sweep
 
 
@@ -47,9 +48,9 @@ def test_startup_trials_only_for_model_based_samplers():
 @pytest.mark.parametrize("algorithm", ["optuna-tpe", "optuna-gp"])
 def test_startup_trials_reach_the_optuna_sampler(algorithm):
     config = sweep(algorithm=algorithm, startup_trials=3, seed=1)
-    sampler = SAMPLERS[algorithm](config)
-    assert sampler._n_startup_trials == 3
-    assert SAMPLERS[algorithm](sweep(algorithm=algorithm))._n_startup_trials == 10  # Optuna's default
+    sampler = kinds.searcher(algorithm).factory.resolve().sampler
+    assert sampler(config)._n_startup_trials == 3
+    assert sampler(sweep(algorithm=algorithm))._n_startup_trials == 10  # Optuna's default
 
 
 def test_capped_grid_hands_out_at_most_max_trials():

@@ -8,14 +8,15 @@ observed epochs); results other trials record later are not foreseen.
   ``1 - 1/reduction_factor`` quantile of the values recorded at that rung (none recorded: it continues).
 - ``hyperband``: taken as the same rule with ``grace_period`` 1 (Tune's synchronous brackets, and the pauses
   they make, are not modelled); with fewer trials at once than its first bracket holds it stops nothing
-  (``SweepPlan.rule``: ``fifo``).
+  (:func:`hyperband_halves`).
 - ``median`` (Tune's ``MedianStoppingRule``): from ``grace_period`` on, a trial stops at an epoch where its
   best value so far is below the median of the other trials' mean values from ``grace_period`` to that
   epoch, once at least three others have reached it.
 - ``fifo``: no decisions.
 
-:func:`replayed_stops` applies the same rules to the started trials' observed curves, as if each started
-now, for the trials not started yet to be drawn from.
+The scheduler kinds' forecast rules (:class:`hpo.kinds.ForecastRule`) are made of these functions:
+``*_stops`` for a running trial's simulated futures, ``*_replay`` for the started trials' observed curves as
+if each started now, for the trials not started yet to be drawn from.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ MEDIAN_MIN_SAMPLES = 3
 
 def rungs(grace_period: int, reduction_factor: float, max_epochs: int) -> list[int]:
     """The epochs (below ``max_epochs``) at which ASHA compares trials, as Tune computes its milestones."""
+    if max_epochs < 1:
+        return []
     grace = max(1, min(grace_period, max_epochs))
     count = int(math.log(max_epochs / grace) / math.log(reduction_factor) + 1)
     milestones = {math.ceil(grace * reduction_factor**k) for k in range(count)}
@@ -104,28 +107,7 @@ def median_stops(stops: np.ndarray, paths: np.ndarray, observed: np.ndarray, thr
     return np.where(cut.any(axis=1), epochs[first], stops)
 
 
-def scheduler_stops(
-    scheduler: str,
-    stops: np.ndarray,
-    paths: np.ndarray,
-    observed: np.ndarray,
-    others: list[np.ndarray],
-    grace_period: int,
-    reduction_factor: float,
-    max_epochs: int,
-) -> np.ndarray:
-    """A running trial's simulated stops after the named scheduler's decisions (see the module docstring)."""
-    if scheduler in ("asha", "hyperband"):
-        grace = grace_period if scheduler == "asha" else 1
-        epochs = rungs(grace, reduction_factor, max_epochs)
-        return asha_stops(stops, paths, len(observed), others, epochs, 1 - 1 / reduction_factor)
-    if scheduler == "median":
-        thresholds = median_thresholds(others, grace_period, max_epochs)
-        return median_stops(stops, paths, observed, thresholds)
-    return stops
-
-
-def _asha_replay(ys: list[np.ndarray], epochs: list[int], quantile: float) -> np.ndarray:
+def asha_replay(ys: list[np.ndarray], epochs: list[int], quantile: float) -> np.ndarray:
     """Per trial: the first rung its observed curve falls below the others' cut-off at (inf: none).
 
     Each trial's cut-off is the quantile of the *other* trials' values at the rung, computed for every trial
@@ -133,6 +115,8 @@ def _asha_replay(ys: list[np.ndarray], epochs: list[int], quantile: float) -> np
     milliseconds, not in a loop that copies every other trial's value for each trial.
     """
     out = np.full(len(ys), np.inf)
+    if not ys:
+        return out
     for rung in epochs:
         at = np.array([float(y[rung - 1]) if len(y) >= rung else np.nan for y in ys])
         open_ = np.isfinite(at) & ~np.isfinite(out)
@@ -177,12 +161,14 @@ def _lerp(a: np.ndarray, b: np.ndarray, t: float) -> np.ndarray:
         return a + diff * t if t < 0.5 else b - diff * (1 - t)
 
 
-def _median_replay(ys: list[np.ndarray], grace_period: int, max_epochs: int) -> np.ndarray:
+def median_replay(ys: list[np.ndarray], grace_period: int, max_epochs: int) -> np.ndarray:
     """Per trial: the first epoch its best value so far is below the others' median running mean (inf: none).
 
     The others' median of every epoch is taken for every trial at once (:func:`_leave_one_out_medians`).
     """
-    grace = max(grace_period, 1)
+    if not ys or max_epochs < 1:
+        return np.full(len(ys), np.inf)
+    grace = max(min(grace_period, max_epochs), 1)
     values = np.full((len(ys), max_epochs), np.nan)
     for i, y in enumerate(ys):
         values[i, : min(len(y), max_epochs)] = y[:max_epochs]
@@ -228,31 +214,13 @@ def _leave_one_out_medians(values: np.ndarray) -> np.ndarray:
     return np.where(others >= MEDIAN_MIN_SAMPLES, medians, np.nan)
 
 
-def replayed_stops(
-    scheduler: str, ys: list[np.ndarray], grace_period: int, reduction_factor: float, max_epochs: int
-) -> np.ndarray:
-    """Where the scheduler would stop each started trial's observed curve if that trial started now.
+def hyperband_halves(max_concurrent: int, max_epochs: int, reduction_factor: float) -> bool:
+    """Whether Tune's ``HyperBandScheduler`` stops any trial with this many trials at once.
 
-    The first trials of a sweep run unopposed: ASHA lets a trial through a rung no other has reached, and the
-    median rule waits for three others. A trial started now meets every result recorded since, so a trial
-    not started yet is drawn from the started ones *replayed* against the others' recorded values (each
-    trial's own left out): the first rung (or epoch) its observed values fall below the cut-off at.
-
-    Args:
-        scheduler: ``asha``, ``hyperband``, ``median`` or ``fifo``.
-        ys: Every started trial's observed values ("higher is better").
-        grace_period: The scheduler's grace period.
-        reduction_factor: ASHA's reduction factor.
-        max_epochs: The most epochs a trial trains.
-
-    Returns:
-        Per trial, the epoch it would be stopped at, or inf where its observed values pass every cut-off.
+    It adds trials to its current bracket until that bracket has as many *live* trials as it plans (an
+    ended trial leaves it); the first bracket plans ``round(log(max_t) / log(reduction_factor)) + 1`` trials
+    and runs each to ``max_t`` without a halving. With fewer trials at once it never fills, every trial
+    joins it, and none is stopped.
     """
-    if not ys or max_epochs < 1:
-        return np.full(len(ys), np.inf)
-    if scheduler in ("asha", "hyperband"):
-        grace = grace_period if scheduler == "asha" else 1
-        return _asha_replay(ys, rungs(grace, reduction_factor, max_epochs), 1 - 1 / reduction_factor)
-    if scheduler == "median":
-        return _median_replay(ys, min(grace_period, max_epochs), max_epochs)
-    return np.full(len(ys), np.inf)
+    first_bracket = round(math.log(max(max_epochs, 1)) / math.log(reduction_factor)) + 1
+    return max_concurrent >= first_bracket
