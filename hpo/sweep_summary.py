@@ -10,6 +10,8 @@ filled them in). Keys hpo does not know are kept as they were.
 Versions: files written before ``schema_version`` existed are version 0 and still read (older shapes
 lack ``status``, ``statistics`` and a trial's ``checkpoint``/``repeat``: they are filled in as those
 sweeps had them); a version newer than :data:`SCHEMA_VERSION` is refused in one line naming the file.
+A new key is a new field (with a default, so older files still read); a change an older hpo would misread
+raises :data:`SCHEMA_VERSION` and adds the step that upgrades the previous shape (as ``_upgrade`` does for 0).
 """
 
 from __future__ import annotations
