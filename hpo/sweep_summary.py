@@ -284,9 +284,13 @@ class SweepSummary(_Part):
 
 
 def _upgrade_row(row: Any) -> Any:
-    """A version-0 trial row with the keys the first summaries lacked (no checkpoint kept, repeat 0)."""
+    """A version-0 trial row with the keys the first summaries lacked (no checkpoint kept, repeat 0).
+
+    A row without its figures reads as :meth:`~hpo.trial.protocol.TrialRow.from_dict` reads it: no
+    parameters, no value, no epoch.
+    """
     if not isinstance(row, dict):
         return row
-    out = {"mlflow_run_id": None, "checkpoint": None, "repeat": 0, **row}
+    out = {"params": {}, "epochs": 0, "metric": None, "mlflow_run_id": None, "checkpoint": None, "repeat": 0, **row}
     out.setdefault("stopped_early", out.get("status") == "stopped_early")
     return out
