@@ -7,6 +7,7 @@ Public API::
     result.best_params, result.best_metric, result.trials
     again = hpo.repeat(result.summary["name"], top=3, repeats=5)   # the winner against noise
     again.summary["statistics"]["verdict"]
+    hpo.SweepSummary.read("hpo_runs/NAME/summary.json").best                # summary.json, typed
     results = hpo.tune_partitions("sweep.yaml", partitions={"eu": "file:///d/eu", "us": "file:///d/us"})
 
 Importing hpo changes nothing in the caller's process: the environment, warning filters and log levels a
@@ -21,12 +22,14 @@ from hpo.config import SweepConfig, load_sweep
 from hpo.errors import ConfigError, HpoError
 from hpo.options import RunOptions, WarmStart
 from hpo.summary import TuneResult
+from hpo.sweep_summary import SweepSummary
 
 __all__ = [
     "ConfigError",
     "HpoError",
     "RunOptions",
     "SweepConfig",
+    "SweepSummary",
     "TuneResult",
     "WarmStart",
     "load_sweep",

@@ -9,7 +9,8 @@ from typing import Any
 from hpo import _env
 from hpo.config import SweepConfig, load_sweep
 from hpo.options import DEFAULT_STORAGE, RunOptions, Storage, WarmStart
-from hpo.summary import TuneResult, read_summary
+from hpo.summary import TuneResult
+from hpo.sweep_summary import SweepSummary
 
 
 def _source(sweep: str | Path | SweepConfig) -> str:
@@ -155,7 +156,7 @@ def repeat(
     from hpo.repeats import load_config, repeat_config
 
     storage = Storage.parse(storage)
-    read_summary(storage, name)  # finished: the best configurations are known
+    SweepSummary.load(storage, name)  # finished: the best configurations are known
     config = repeat_config(load_config(storage, name), top, repeats, new_name)
     options = RunOptions(storage, address, False, console, WarmStart(name, top, "reevaluate"))
     return run(config, options, overrides=_overrides(None, None, mlflow_uri))

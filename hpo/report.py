@@ -25,6 +25,7 @@ from hpo.objective import best_value, better, configuration_key
 from hpo.options import summary_path
 from hpo.repeats import load_config
 from hpo.storage import Storage, write_text_atomic
+from hpo.sweep_summary import Statistics, SweepSummary
 from hpo.trial.protocol import EPOCH_KEY, FINISHED_KEY, SCORED_STATUSES
 
 #: The page title's start: how an existing file is recognised as a report hpo wrote.
@@ -55,11 +56,11 @@ class SweepView:
     name: str
     config: SweepConfig
     trials: list[TrialView]
-    statistics: dict[str, Any] | None
+    statistics: Statistics | None
     finished: bool
 
 
-def load_view(storage: Storage, name: str, summary: dict[str, Any] | None = None) -> SweepView:
+def load_view(storage: Storage, name: str, summary: SweepSummary | None = None) -> SweepView:
     """The sweep's trials with their curves, from ``summary.json`` if it finished, else from its live state.
 
     Args:
@@ -68,22 +69,22 @@ def load_view(storage: Storage, name: str, summary: dict[str, Any] | None = None
         summary: Its summary when the caller has it (the sweep writing its own report).
 
     Raises:
-        ConfigError: The sweep is unknown (no settings kept and no summary).
+        ConfigError: The sweep is unknown (no settings kept and no summary), or its summary is unreadable.
     """
     config = load_config(storage, name)
     path = summary_path(storage, name)
     if summary is None and path.is_file():
-        summary = json.loads(path.read_text())
+        summary = SweepSummary.read(path)
     curves = _trial_files(storage, name, config.objective.metric)
     if summary is not None:
-        trials = [TrialView(t["trial_id"], t["params"], t["status"], t["metric"]) for t in summary["trials"]]
+        trials = [TrialView(t.trial_id, t.params, t.status, t.metric) for t in summary.trials]
     else:
         trials = [TrialView(tid, params, status, best_value([v for _, v in curve], config.objective.mode))
                   for tid, (params, status, curve, _) in sorted(curves.items())]
     for trial in trials:
         if trial.trial_id in curves:
             trial.curve, trial.seconds = curves[trial.trial_id][2], curves[trial.trial_id][3]
-    return SweepView(name, config, trials, (summary or {}).get("statistics"), summary is not None)
+    return SweepView(name, config, trials, summary.statistics if summary else None, summary is not None)
 
 
 def _trial_files(storage: Storage, name: str, metric: str) -> dict[str, tuple[dict, str, list, float | None]]:
@@ -161,8 +162,9 @@ def figures(view: SweepView, importance: dict[str, float] | None) -> list[tuple[
     curves.update_layout(xaxis_title="epoch", yaxis_title=metric)
     out.append(("Learning curves (marker: where each trial ended; x = stopped by the scheduler)", curves))
 
-    if view.statistics and any(c["n"] > 1 for c in view.statistics["configurations"]):
-        out.append(("Repeats of the top configurations (mean and 95 % interval)", _repeats(view, metric)))
+    if view.statistics and any(c.n > 1 for c in view.statistics.configurations):
+        title = "Repeats of the top configurations (mean and 95 % interval)"
+        out.append((title, _repeats(view, view.statistics, metric)))
 
     timed = [t for t in view.trials if t.seconds is not None]
     if timed:
@@ -186,21 +188,21 @@ def _dimension(name: str, values: list[Any]) -> dict[str, Any]:
             "ticktext": labels}
 
 
-def _repeats(view: SweepView, metric: str) -> Any:
+def _repeats(view: SweepView, statistics: Statistics, metric: str) -> Any:
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    for row in view.statistics["configurations"]:
-        key = configuration_key(row["params"])
+    for row in statistics.configurations:
+        key = configuration_key(row.params)
         values = [t.metric for t in view.trials if t.metric is not None and configuration_key(t.params) == key]
-        label = f"#{row['rank']}"
+        label = f"#{row.rank}"
         fig.add_scatter(x=[label] * len(values), y=values, mode="markers", name=f"{label} repeats",
-                        hovertext=json.dumps(row["params"]))
-        if row["ci_low"] is not None:
-            fig.add_scatter(x=[label], y=[row["mean"]], mode="markers", marker={"symbol": "line-ew-open", "size": 24},
-                            error_y={"type": "data", "symmetric": False, "array": [row["ci_high"] - row["mean"]],
-                                     "arrayminus": [row["mean"] - row["ci_low"]]}, name=f"{label} mean, 95 % CI")
-    fig.update_layout(yaxis_title=metric, title=view.statistics["verdict"])
+                        hovertext=json.dumps(row.params))
+        if row.ci_low is not None and row.ci_high is not None:
+            fig.add_scatter(x=[label], y=[row.mean], mode="markers", marker={"symbol": "line-ew-open", "size": 24},
+                            error_y={"type": "data", "symmetric": False, "array": [row.ci_high - row.mean],
+                                     "arrayminus": [row.mean - row.ci_low]}, name=f"{label} mean, 95 % CI")
+    fig.update_layout(yaxis_title=metric, title=statistics.verdict)
     return fig
 
 
@@ -232,13 +234,13 @@ def render(view: SweepView, importance: dict[str, float] | None) -> str:
         body = fig.to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False)
         parts.append(f"<h2>{html.escape(title)}</h2>\n{body}")
     state = "finished" if view.finished else "running (live state; reload for more)"
-    verdict = (view.statistics or {}).get("verdict")
+    verdict = view.statistics.verdict if view.statistics else None
     head = f"<p>{len(view.trials)} trials; {state}.</p>" + (f"<p><b>{html.escape(verdict)}</b></p>" if verdict else "")
     return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{TITLE} {html.escape(view.name)}</title>"
             f"</head><body><h1>Sweep {html.escape(view.name)}</h1>{head}\n" + "\n".join(parts) + "</body></html>\n")
 
 
-def write_report(storage: Storage, name: str, output: Path, summary: dict[str, Any] | None = None) -> Path:
+def write_report(storage: Storage, name: str, output: Path, summary: SweepSummary | None = None) -> Path:
     """Writes sweep ``name``'s report to ``output`` (through a temporary file beside it) and returns its path.
 
     Raises:

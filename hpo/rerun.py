@@ -12,7 +12,6 @@ drops a previous study or summary without being told to.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
@@ -20,6 +19,7 @@ from hpo.errors import ConfigError
 from hpo.options import SUMMARY_FILE, RunOptions
 from hpo.progress.journal import EVENTS_FILE
 from hpo.storage import Storage
+from hpo.sweep_summary import SweepSummary
 
 SweepState = Literal["new", "interrupted", "finished"]
 #: Files a started sweep leaves in ``STORAGE/NAME`` before it finishes (hpo's, Optuna's and Tune's).
@@ -47,8 +47,8 @@ def sweep_state(sweep_dir: Path, storage: Storage | None = None, name: str | Non
 def _status(summary: Path) -> str:
     """A summary's ``status`` (summaries written before it existed are ``finished``)."""
     try:
-        return str(json.loads(summary.read_text()).get("status", "finished"))
-    except (OSError, ValueError, AttributeError):
+        return SweepSummary.read(summary).status
+    except ConfigError:
         return "finished"  # unreadable: treated as finished, so nothing is started over it without --overwrite
 
 

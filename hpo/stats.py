@@ -98,29 +98,33 @@ class Comparison:
         """Repeats per configuration."""
         return {k: g.n for k, g in self.groups.items()}
 
-    def verdict(self) -> str:
-        """The decision in words, as the CLI summary, ``summary.json`` and MLflow give it."""
+    def verdict(self, sweep: str = "NAME") -> str:
+        """The decision in words, as the CLI summary, ``summary.json`` and MLflow give it.
+
+        Args:
+            sweep: The sweep's name, in the ``hpo repeat`` command suggested when the noise is unknown.
+        """
         if len(self.ranking) < 2:
             return "only one configuration: nothing to compare"
         runner_up = self.ranking[1]
         p = self.p_values.get(runner_up)
         if self.groups[self.winner].n < 2 or p is None:
             return ("the winner's noise is unknown (one run per configuration); "
-                    "run `hpo repeat NAME --top 3 --repeats 5` (or set search.repeats) to test it")
+                    f"run `hpo repeat {sweep} --top 3 --repeats 5` (or set search.repeats) to test it")
         if self.significant:
             worst = max(v for v in self.p_values.values() if v is not None)
             return f"best is significantly better than every other configuration (p <= {worst:.2g}, {self.test})"
         return (f"best is not significantly better than #2 (p = {p:.2g}, {self.test}, alpha = {self.alpha}); "
                 "consider more repeats")
 
-    def to_dict(self) -> dict[str, object]:
-        """A JSON-ready form (``summary.json``'s ``statistics``)."""
+    def to_dict(self, sweep: str = "NAME") -> dict[str, object]:
+        """A JSON-ready form (``summary.json``'s ``statistics``); ``sweep`` as for :meth:`verdict`."""
         return {
             "winner": self.winner,
             "significant": self.significant,
             "test": self.test,
             "alpha": self.alpha,
-            "verdict": self.verdict(),
+            "verdict": self.verdict(sweep),
             "ranking": list(self.ranking),
             "p_values": dict(self.p_values),
             "raw_p_values": dict(self.raw_p_values),

@@ -1,20 +1,19 @@
-"""A sweep's results: one :class:`~hpo.trial.protocol.TrialRow` per trial, the best, the goal, ``summary.json``.
+"""A sweep's results: one :class:`~hpo.trial.protocol.TrialRow` per trial, the best, the goal, the summary.
 
-``summary.json`` (``STORAGE/NAME/summary.json``) is the contract CI jobs and notebooks read:
-``{name, status, objective, best, statistics, trials, mlflow, wall_time_s[, goal]}``; ``status`` is
-``finished``, or ``interrupted`` (Ctrl-C or SIGTERM: ``best`` is the best so far, no model was registered,
-``--resume`` finishes it). With ``search.repeats`` > 1 the
+:func:`build_summary` makes the sweep's :class:`~hpo.sweep_summary.SweepSummary`, whose serialisation is
+``STORAGE/NAME/summary.json``, the contract CI jobs and notebooks read (its keys:
+:mod:`hpo.sweep_summary`); ``status`` is ``finished``, or ``interrupted`` (Ctrl-C or SIGTERM: ``best`` is
+the best so far, no model was registered, ``--resume`` finishes it). With ``search.repeats`` > 1 the
 best is the configuration with the best mean over its repeats (each repeat's value: its best epoch) and, of
 that configuration, its best repeat; ``statistics`` says whether it beats the others beyond noise.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from hpo.config import SweepConfig
 from hpo.config.tracking_uri import masked
@@ -23,10 +22,17 @@ from hpo.object_store import error_status
 from hpo.objective import best_value, configuration_key, reaches_goal, repeats_reach_goal
 from hpo.options import summary_path
 from hpo.stats import Comparison, compare
-from hpo.storage import Storage, checkpoint_uri, write_text_atomic
+from hpo.storage import Storage, checkpoint_uri
+from hpo.sweep_summary import (
+    SCHEMA_VERSION,
+    Best,
+    Goal,
+    MlflowSection,
+    Statistics,
+    SweepStatus,
+    SweepSummary,
+)
 from hpo.trial.protocol import REPEAT_KEY, SCORED_STATUSES, TrialRow, epochs_of, trial_failure_line, trial_status
-
-SweepStatus = Literal["finished", "interrupted"]
 
 
 @dataclass
@@ -40,7 +46,8 @@ class TuneResult:
         best_trial_id: Its Tune trial id.
         trials: One row per trial: trial_id, status, epochs, metric, stopped_early, mlflow_run_id, params.
         summary_path: Path of ``summary.json``.
-        summary: The summary as written.
+        summary: The summary as written (the ``summary.json`` document).
+        sweep_summary: The same, typed.
     """
 
     name: str
@@ -50,23 +57,25 @@ class TuneResult:
     trials: Any
     summary_path: Path
     summary: dict[str, Any] = field(repr=False)
+    sweep_summary: SweepSummary = field(repr=False)
 
     @classmethod
-    def from_summary(cls, summary: dict[str, Any], path: Path) -> TuneResult:
+    def from_summary(cls, summary: SweepSummary, path: Path) -> TuneResult:
         """The result of a sweep whose summary was written to ``path``."""
         import pandas as pd
 
-        rows = summary["trials"]
+        rows = [row.to_dict() for row in summary.trials]
         frame = pd.DataFrame([{**{k: v for k, v in r.items() if k != "params"}, **r["params"]} for r in rows])
-        best = summary.get("best") or {}
+        best = summary.best
         return cls(
-            name=summary["name"],
-            best_params=best.get("params", {}),
-            best_metric=best.get("metric"),
-            best_trial_id=best.get("trial_id"),
+            name=summary.name,
+            best_params=best.params if best is not None else {},
+            best_metric=best.metric if best is not None else None,
+            best_trial_id=best.trial_id if best is not None else None,
             trials=frame,
             summary_path=path,
-            summary=summary,
+            summary=summary.to_json(),
+            sweep_summary=summary,
         )
 
 
@@ -169,12 +178,21 @@ def sweep_best(config: SweepConfig, rows: list[TrialRow]) -> tuple[TrialRow | No
     return best_row(rows, config.objective.mode, winner), comparison
 
 
-def statistics_section(comparison: Comparison | None, rows: list[TrialRow], top: int = 5) -> dict[str, Any] | None:
-    """``summary.json``'s ``statistics``: the verdict, the test, and the top configurations with their figures."""
+def statistics_section(
+    comparison: Comparison | None, rows: list[TrialRow], name: str, top: int = 5
+) -> Statistics | None:
+    """The summary's ``statistics``: the verdict, the test, and the top configurations with their figures.
+
+    Args:
+        comparison: The configurations compared (None without values: no section).
+        rows: The sweep's trials.
+        name: The sweep (the verdict names it in the command it suggests).
+        top: How many configurations to list.
+    """
     if comparison is None:
         return None
     params = {configuration_key(r.params): r.params for r in rows}
-    data = comparison.to_dict()
+    data = comparison.to_dict(sweep=name)
     data["configurations"] = [
         {"rank": i + 1, "params": params[key], **vars(comparison.groups[key]),
          "p_value": comparison.p_values.get(key)}
@@ -182,10 +200,10 @@ def statistics_section(comparison: Comparison | None, rows: list[TrialRow], top:
     ]
     for key in ("groups", "p_values", "raw_p_values", "ranking"):
         data.pop(key)
-    return data
+    return Statistics.model_validate(data)
 
 
-def goal_status(config: SweepConfig, rows: list[TrialRow]) -> dict[str, Any]:
+def goal_status(config: SweepConfig, rows: list[TrialRow]) -> Goal:
     """``{value, reached, trial_id}``: whether a trial's best epoch reached ``objective.goal``, and the first that did.
 
     "First" is in trial-id order (Tune's ids count up as trials start), which is the order trials ran in
@@ -195,10 +213,10 @@ def goal_status(config: SweepConfig, rows: list[TrialRow]) -> dict[str, Any]:
     """
     goal, mode, repeats = config.objective.goal, config.objective.mode, config.search.repeats
     if goal is None:
-        return {"value": None, "reached": False, "trial_id": None}
+        return Goal(value=None, reached=False, trial_id=None)
     if repeats == 1:
         hit = [r.trial_id for r in rows if r.status in SCORED_STATUSES and reaches_goal(r.metric, goal, mode)]
-        return {"value": goal, "reached": bool(hit), "trial_id": hit[0] if hit else None}
+        return Goal(value=goal, reached=bool(hit), trial_id=hit[0] if hit else None)
     groups: dict[str, list[TrialRow]] = {}
     for row in sorted(rows, key=lambda r: r.trial_id):
         groups.setdefault(configuration_key(row.params), []).append(row)
@@ -209,41 +227,52 @@ def goal_status(config: SweepConfig, rows: list[TrialRow]) -> dict[str, Any]:
             if repeats_reach_goal(scored, goal, mode):
                 reaching.append([r.trial_id for r in group[i : i + repeats]])
     first = min(reaching, default=None)
-    return {"value": goal, "reached": first is not None, "trial_id": first[0] if first else None,
-            "trial_ids": first}
+    return Goal(value=goal, reached=first is not None, trial_id=first[0] if first else None, trial_ids=first)
 
 
 def build_summary(
     config: SweepConfig,
     rows: list[TrialRow],
-    mlflow: dict[str, Any],
+    mlflow: MlflowSection | dict[str, Any],
     wall_time_s: float,
-    goal: dict[str, Any] | None,
+    goal: Goal | None,
     status: SweepStatus = "finished",
-) -> dict[str, Any]:
-    """The ``summary.json`` document of a sweep (``status``: ``finished`` or ``interrupted``)."""
+) -> SweepSummary:
+    """The summary of a sweep (``status``: ``finished`` or ``interrupted``).
+
+    Args:
+        config: The sweep.
+        rows: Its trials.
+        mlflow: Where its runs are (the tracker's ``{uri, experiment_id, parent_run_id}``).
+        wall_time_s: Seconds it took.
+        goal: Whether it reached ``objective.goal`` (None: the sweep has no goal, and the key stays out).
+        status: ``finished`` or ``interrupted``.
+    """
     best, comparison = sweep_best(config, rows)
-    best_entry: dict[str, Any] | None = None
+    best_entry: Best | None = None
     if best is not None:
-        best_entry = {"trial_id": best.trial_id, "params": best.params, "metric": best.metric}
+        best_entry = Best(trial_id=best.trial_id, params=best.params, metric=best.metric)
         if comparison is not None and config.search.repeats > 1:
             group = comparison.groups[comparison.winner]
-            best_entry.update(mean=group.mean, std=group.std, ci_low=group.ci_low, ci_high=group.ci_high, n=group.n)
-    summary: dict[str, Any] = {
-        "name": config.name,
-        "status": status,
-        "objective": {"metric": config.objective.metric, "mode": config.objective.mode},
-        "best": best_entry,
-        "statistics": statistics_section(comparison, rows),
-        "trials": [r.to_dict() for r in rows],
-        "mlflow": mlflow,
-        "wall_time_s": round(wall_time_s, 2),
-    }
+            best_entry = Best(trial_id=best.trial_id, params=best.params, metric=best.metric, mean=group.mean,
+                              std=group.std, ci_low=group.ci_low, ci_high=group.ci_high, n=group.n)
+    optional: dict[str, Any] = {}
     if goal is not None:
-        summary["goal"] = goal
+        optional["goal"] = goal
     if config.search.repeat_of:
-        summary["repeat_of"] = config.search.repeat_of
-    return summary
+        optional["repeat_of"] = config.search.repeat_of
+    return SweepSummary(
+        schema_version=SCHEMA_VERSION,
+        name=config.name,
+        status=status,
+        objective={"metric": config.objective.metric, "mode": config.objective.mode},
+        best=best_entry,
+        statistics=statistics_section(comparison, rows, config.name),
+        trials=list(rows),
+        mlflow=mlflow,
+        wall_time_s=round(wall_time_s, 2),
+        **optional,
+    )
 
 
 def failure_line(exc: BaseException) -> str:
@@ -255,26 +284,6 @@ def failure_line(exc: BaseException) -> str:
     if "Traceback (most recent call last)" in text and not lines[-1].startswith("Traceback"):
         return lines[-1]  # already "SomeError: message"
     return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
-
-
-def write_summary(path: Path, summary: dict[str, Any]) -> None:
-    """Writes ``summary.json`` atomically."""
-    write_text_atomic(path, json.dumps(summary, indent=2, default=str))
-
-
-def read_summary(storage: Storage | Path | str, name: str) -> dict[str, Any]:
-    """Reads sweep ``name``'s ``summary.json`` (from a shared storage's copy when this driver has none).
-
-    Raises:
-        ConfigError: If the sweep has no summary there.
-    """
-    storage = Storage.parse(storage)
-    path = summary_path(storage, name)
-    if not path.is_file():
-        storage.pull_state(name)
-    if not path.is_file():
-        raise ConfigError(f"{path}: (file): no summary for sweep '{name}'; run 'hpo tune' first or pass --storage")
-    return json.loads(path.read_text())
 
 
 def sync_sweep(storage: Storage | Path | str, name: str) -> tuple[int, int]:
@@ -289,25 +298,26 @@ def sync_sweep(storage: Storage | Path | str, name: str) -> tuple[int, int]:
     from hpo.tracking import health, is_server
     from hpo.tracking.outbox import SPOOL_NAME, Outbox, update_summary
 
-    summary = read_summary(storage, name)
+    summary = SweepSummary.load(storage, name)
     path = summary_path(storage, name)
-    info = summary["mlflow"]
+    info = summary.mlflow
     spool = path.parent / SPOOL_NAME
     if not spool.is_file():
         return 0, 0
-    problem = health(info["uri"]) if is_server(info["uri"]) else None
+    uri = info.uri or ""
+    problem = health(uri) if is_server(uri) else None
     if problem is not None:
         raise ConfigError(
-            f"{path}: mlflow.uri: MLflow server {masked(info['uri'])} is unreachable ({problem}); "
+            f"{path}: mlflow.uri: MLflow server {masked(uri)} is unreachable ({problem}); "
             "start it again, then rerun 'hpo sync'"
         )
-    outbox = Outbox(info["uri"], spool, info["parent_run_id"], info["experiment_id"])
-    known = {f"trial:{t['trial_id']}": t["mlflow_run_id"] for t in summary["trials"] if t.get("mlflow_run_id")}
+    outbox = Outbox(uri, spool, info.parent_run_id, info.experiment_id)
+    known = {f"trial:{t.trial_id}": t.mlflow_run_id for t in summary.trials if t.mlflow_run_id}
     outbox.run_ids.update(known)
-    if info.get("model"):
-        outbox.model = info["model"]
+    if info.model is not None:
+        outbox.model = info.model.model_dump()
     total = sum(1 for line in spool.read_text().splitlines() if line.strip())
     left = outbox.flush()
     update_summary(summary, outbox, left)
-    write_summary(path, summary)
+    summary.write(path)
     return total - left, left

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import signal
 import time
 from pathlib import Path
@@ -20,7 +19,8 @@ from hpo.preflight import check_fits_cluster, preflight
 from hpo.ray_session import start_ray, stop_ray
 from hpo.repeats import save_config
 from hpo.rerun import prepare_rerun
-from hpo.summary import TuneResult, build_summary, failure_line, goal_status, trial_rows, write_summary
+from hpo.summary import TuneResult, build_summary, failure_line, goal_status, trial_rows
+from hpo.sweep_summary import SweepSummary
 from hpo.trial.protocol import ENDED_TUNE_STATUSES
 from hpo.trial.spec import TrialSpec
 from hpo.tuner import build_tuner, can_restore
@@ -116,7 +116,7 @@ def _run(
 
 def _write_up(
     config: SweepConfig, options: RunOptions, results: Any, tracker: Any, started: float, interrupted: bool
-) -> tuple[Path, dict[str, Any]]:
+) -> tuple[Path, SweepSummary]:
     """Closes the study and the MLflow runs, writes ``summary.json`` and copies the driver state to the storage.
 
     An interrupted sweep keeps its study open for ``--resume`` and registers no model.
@@ -135,7 +135,7 @@ def _write_up(
     summary = build_summary(config, rows, tracker.summary_section(), time.time() - started, goal,
                             "interrupted" if interrupted else "finished")
     report = _report(config, options, summary)
-    best_id = (summary["best"] or {}).get("trial_id")  # the summary's rule (best mean with repeats) picked it
+    best_id = summary.best.trial_id if summary.best else None  # the summary's rule (best mean with repeats)
     best = next((r for r in rows if r.trial_id == best_id), None)
     pending = tracker.interrupt(summary) if interrupted else tracker.finish(rows, best, goal, summary, report)
     if pending and options.console is not None:
@@ -145,12 +145,12 @@ def _write_up(
             highlight=False,
         )
     path = summary_path(options.storage, config.name)
-    write_summary(path, summary)
+    summary.write(path)
     options.storage.push_state(config.name)
     return path, summary
 
 
-def _report(config: SweepConfig, options: RunOptions, summary: dict[str, Any]) -> Path | None:
+def _report(config: SweepConfig, options: RunOptions, summary: SweepSummary) -> Path | None:
     """Writes the sweep's HTML report (``STATE/NAME/report.html``); a report that cannot be drawn is not fatal."""
     from hpo.report import REPORT_FILE, write_report
 
@@ -165,9 +165,9 @@ def _report(config: SweepConfig, options: RunOptions, summary: dict[str, Any]) -
 
 def _report_finished(path: Path, options: RunOptions) -> TuneResult:
     """The result of a finished sweep asked to resume: read from its summary; nothing runs or is logged."""
-    summary = json.loads(path.read_text())
+    summary = SweepSummary.read(path)
     if options.console is not None:
-        options.console.print(f"sweep '{summary['name']}' finished already; nothing to resume", highlight=False)
+        options.console.print(f"sweep '{summary.name}' finished already; nothing to resume", highlight=False)
     return TuneResult.from_summary(summary, path)
 
 

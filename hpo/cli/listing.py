@@ -13,7 +13,6 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -22,10 +21,12 @@ from hpo.cli.errors import one_line_errors
 from hpo.cli.options import JsonOption, StorageOption
 from hpo.cli.status import STALE_S
 from hpo.driver import DRIVER_FILE, running_driver
+from hpo.errors import ConfigError
 from hpo.options import SUMMARY_FILE
 from hpo.progress.live import PROGRESS_FILE, read_live
 from hpo.progress.views import number
 from hpo.storage import DEFAULT_STORAGE, STATE_COPY, Storage
+from hpo.sweep_summary import SweepSummary
 
 console = Console(soft_wrap=True)
 #: Files of which any marks a directory of the storage as a sweep's.
@@ -82,7 +83,7 @@ def entry(storage: Storage, name: str) -> SweepEntry:
     path = state_dir / SUMMARY_FILE
     if not path.is_file():
         storage.pull_state(name)
-    summary = _read_json(path)
+    summary = _read_summary(path)
     live = read_live(state_dir / PROGRESS_FILE)
     driver = running_driver(state_dir)
     newer = live is not None and (summary is None or live.time > path.stat().st_mtime)
@@ -94,18 +95,19 @@ def entry(storage: Storage, name: str) -> SweepEntry:
         state = "running" if driver is not None else "stale"
         return SweepEntry(name, state, live.time if live else None, live.metric if live else None,
                           live.mode if live else None, None, None, len(live.trials) if live else 0)
-    best = summary.get("best") or {}
-    objective = summary.get("objective") or {}
-    return SweepEntry(name, str(summary.get("status", "finished")), path.stat().st_mtime, objective.get("metric"),
-                      objective.get("mode"), best.get("metric"), best.get("trial_id"), len(summary.get("trials", [])))
+    best = summary.best
+    return SweepEntry(name, summary.status, path.stat().st_mtime, summary.objective.metric, summary.objective.mode,
+                      best.metric if best else None, best.trial_id if best else None, len(summary.trials))
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+def _read_summary(path: Path) -> SweepSummary | None:
+    """The sweep's summary, or None when it has none or it cannot be read (the list goes on)."""
+    if not path.is_file():
         return None
-    return data if isinstance(data, dict) else None
+    try:
+        return SweepSummary.read(path)
+    except ConfigError:
+        return None
 
 
 def _when(stamp: float | None) -> str:

@@ -28,7 +28,7 @@ from hpo.cli.ui import ui
 from hpo.config.tracking_uri import masked
 from hpo.errors import ConfigError
 from hpo.storage import DEFAULT_STORAGE, Storage
-from hpo.summary import read_summary
+from hpo.sweep_summary import Statistics, SweepSummary
 
 if TYPE_CHECKING:
     from hpo.options import RunOptions
@@ -161,9 +161,9 @@ def tune(
     if json_progress:
         print(json.dumps({"event": "summary", "path": str(result.summary_path), "best": result.summary["best"]}))
     else:
-        _print_summary(result.summary)
+        _print_summary(result.sweep_summary)
         console.print(f"summary: {result.summary_path}", highlight=False)
-    _exit_without_best([result.summary])
+    _exit_without_best([result.sweep_summary])
 
 
 def _tune_partitions(
@@ -176,9 +176,9 @@ def _tune_partitions(
     urls = named_urls(partition, str(file)) if partition else None
     results = run_partitioned(file, options, partitions=urls, partition_by=partition_by, overrides=overrides)
     for part in results.values():
-        _print_summary(part.summary)
+        _print_summary(part.sweep_summary)
         console.print(f"summary: {part.summary_path}", highlight=False)
-    _exit_without_best([part.summary for part in results.values()])
+    _exit_without_best([part.sweep_summary for part in results.values()])
 
 
 @one_line_errors
@@ -202,12 +202,12 @@ def repeat(
     result = run_repeat(name, top=top, repeats=repeats, new_name=new_name, storage=storage, mlflow_uri=mlflow_uri,
                         address=address, console=None if quiet or as_json else console)
     if as_json:
-        print(json.dumps(repeat_json(result.summary, str(result.summary_path)), default=str))
-        _exit_without_best([result.summary])
+        print(json.dumps(repeat_json(result.sweep_summary, str(result.summary_path)), default=str))
+        _exit_without_best([result.sweep_summary])
         return
-    _print_summary(result.summary)
+    _print_summary(result.sweep_summary)
     console.print(f"summary: {result.summary_path}", highlight=False)
-    _exit_without_best([result.summary])
+    _exit_without_best([result.sweep_summary])
 
 
 def _lists_partitions(file: Path) -> bool:
@@ -261,76 +261,77 @@ def validate(
         print(json.dumps({"file": str(file), "ok": True, "offline": offline, "sweeps": checked}))
 
 
-def repeat_json(summary: dict[str, Any], path: str) -> dict[str, Any]:
+def repeat_json(summary: SweepSummary, path: str) -> dict[str, Any]:
     """``hpo repeat --json``: the repeat sweep's name, summary path, best trial and verdict (docs/cli.md)."""
-    statistics = summary.get("statistics") or {}
-    return {"name": summary["name"], "repeat_of": summary.get("repeat_of"), "status": summary.get("status"),
-            "summary": path, "best": summary.get("best"), "verdict": statistics.get("verdict"),
+    document = summary.to_json()
+    statistics = document.get("statistics") or {}
+    return {"name": summary.name, "repeat_of": summary.repeat_of, "status": summary.status,
+            "summary": path, "best": document.get("best"), "verdict": statistics.get("verdict"),
             "configurations": statistics.get("configurations", [])}
 
 
-def _no_best(summary: dict) -> str:
+def _no_best(summary: SweepSummary) -> str:
     """Why a sweep has no best trial, e.g. ``every trial diverged or failed (3 diverged, 1 failed)``."""
-    counts: dict[str, int] = {}
-    for row in summary["trials"]:
-        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    counts = summary.status_counts()
     listed = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    if summary["trials"] and set(counts) <= {"diverged", "failed"}:
+    if summary.trials and set(counts) <= {"diverged", "failed"}:
         return f"every trial diverged or failed: {listed}"
     return f"no trial reported the objective: {listed or 'no trials'}"
 
 
-def _exit_without_best(summaries: list[dict]) -> None:
+def _exit_without_best(summaries: list[SweepSummary]) -> None:
     """Exits 1 with one line on stderr if a sweep has no best trial."""
     for summary in summaries:
-        if not summary.get("best"):
-            print(f"error: sweep '{summary['name']}': {_no_best(summary)}", file=sys.stderr)
+        if summary.best is None:
+            print(f"error: sweep '{summary.name}': {_no_best(summary)}", file=sys.stderr)
             raise typer.Exit(1)
 
 
-def _print_summary(summary: dict) -> None:
-    metric = summary["objective"]["metric"]
-    table = Table(title=f"sweep {summary['name']}")
+def _print_summary(summary: SweepSummary) -> None:
+    metric = summary.objective.metric
+    table = Table(title=f"sweep {summary.name}")
     for column in ("trial", "status", "epochs", metric, "params"):
         table.add_column(column)
-    best_id = (summary.get("best") or {}).get("trial_id")
-    for row in summary["trials"]:
-        value = row["metric"]
-        params = ", ".join(f"{k}={_cell(v)}" for k, v in row["params"].items())
-        mark = " *" if row["trial_id"] == best_id else ""
+    best = summary.best
+    for row in summary.trials:
+        value = row.metric
+        params = ", ".join(f"{k}={_cell(v)}" for k, v in row.params.items())
+        mark = " *" if best is not None and row.trial_id == best.trial_id else ""
         table.add_row(
-            row["trial_id"] + mark, row["status"], str(row["epochs"]), "-" if value is None else f"{value:.4f}", params
+            row.trial_id + mark, row.status, str(row.epochs), "-" if value is None else f"{value:.4f}", params
         )
     console.print(table)
-    best = summary.get("best")
-    if best:
-        console.print(
-            f"best: {best['trial_id']} {metric}={best['metric']:.4f} params={best['params']}", highlight=False
-        )
+    if best is not None:
+        console.print(f"best: {best.trial_id} {metric}={best.metric:.4f} params={best.params}", highlight=False)
     else:
         console.print(f"best: none ({_no_best(summary)})", highlight=False)
-    _print_statistics(summary.get("statistics"))
-    mlflow = summary["mlflow"]
+    _print_statistics(summary.statistics)
+    mlflow = summary.mlflow
     console.print(
-        f"mlflow: {masked(mlflow['uri'])} experiment {mlflow['experiment_id']} parent run {mlflow['parent_run_id']}",
+        f"mlflow: {masked(mlflow.uri or '')} experiment {mlflow.experiment_id} parent run {mlflow.parent_run_id}",
         highlight=False,
     )
 
 
-def _print_statistics(statistics: dict | None) -> None:
+def _print_statistics(statistics: Statistics | None) -> None:
     """The top configurations' means and intervals (with repeats) and the verdict on the winner."""
-    if not statistics:
+    if statistics is None:
         return
-    for row in statistics["configurations"][:3]:
-        if row["n"] < 2:
+    for row in statistics.configurations[:3]:
+        if row.n < 2:
             break
-        p = "" if row["p_value"] is None else f", p vs best = {row['p_value']:.2g}"
+        p = "" if row.p_value is None else f", p vs best = {row.p_value:.2g}"
         console.print(
-            f"  #{row['rank']} mean {row['mean']:.4f} ± {row['std']:.4f} (95% CI {row['ci_low']:.4f}–"
-            f"{row['ci_high']:.4f}, n={row['n']}{p}) {row['params']}",
+            f"  #{row.rank} mean {row.mean:.4f} ± {_figure(row.std)} (95% CI {_figure(row.ci_low)}–"
+            f"{_figure(row.ci_high)}, n={row.n}{p}) {row.params}",
             highlight=False,
         )
-    console.print(f"verdict: {statistics['verdict']}", highlight=False)
+    console.print(f"verdict: {statistics.verdict}", highlight=False)
+
+
+def _figure(value: float | None) -> str:
+    """A statistic with four decimals (``-`` where it is unknown)."""
+    return "-" if value is None else f"{value:.4f}"
 
 
 @one_line_errors
@@ -349,27 +350,27 @@ def report(
 
         console.print(f"report: {write_report(store, name, output)}", highlight=False)
         return
-    summary = read_summary(store, name)
+    summary = SweepSummary.load(store, name)
     if as_json:
-        print(json.dumps(summary, indent=2, default=str))
+        print(json.dumps(summary.to_json(), indent=2, default=str))
         return
     _print_ranked(summary)
-    _print_statistics(summary.get("statistics"))
+    _print_statistics(summary.statistics)
 
 
-def _print_ranked(summary: dict) -> None:
+def _print_ranked(summary: SweepSummary) -> None:
     """The trials best first, one column per parameter."""
-    metric, mode = summary["objective"]["metric"], summary["objective"]["mode"]
-    names = sorted({k for row in summary["trials"] for k in row["params"]})
-    table = Table(title=f"sweep {summary['name']} ({metric}, {mode})")
+    metric, mode = summary.objective.metric, summary.objective.mode
+    names = sorted({k for row in summary.trials for k in row.params})
+    table = Table(title=f"sweep {summary.name} ({metric}, {mode})")
     for column in ("#", "trial", "status", "epochs", metric, *names):
         table.add_column(column)
     sign = -1 if mode == "max" else 1
-    rows = sorted(summary["trials"], key=lambda r: (r["metric"] is None, sign * (r["metric"] or 0), r["trial_id"]))
+    rows = sorted(summary.trials, key=lambda r: (r.metric is None, sign * (r.metric or 0), r.trial_id))
     for rank, row in enumerate(rows, 1):
-        value = "-" if row["metric"] is None else f"{row['metric']:.4f}"
-        params = [_cell(row["params"].get(n)) for n in names]
-        table.add_row(str(rank), row["trial_id"], row["status"], str(row["epochs"]), value, *params)
+        value = "-" if row.metric is None else f"{row.metric:.4f}"
+        params = [_cell(row.params.get(n)) for n in names]
+        table.add_row(str(rank), row.trial_id, row.status, str(row.epochs), value, *params)
     console.print(table)
 
 

@@ -16,23 +16,24 @@ from hpo.options import summary_path
 from hpo.progress.live import PROGRESS_FILE, Snapshot, read_live
 from hpo.progress.views import number, sweep_text, trial_text
 from hpo.storage import DEFAULT_STORAGE, Storage
+from hpo.sweep_summary import SweepSummary
 
 #: A live state not updated for this long: its driver may be gone.
 STALE_S = 60.0
 console = Console(soft_wrap=True)
 
 
-def live_or_summary(storage: Storage, name: str) -> tuple[Snapshot | None, dict[str, Any] | None]:
+def live_or_summary(storage: Storage, name: str) -> tuple[Snapshot | None, SweepSummary | None]:
     """The sweep's live snapshot while it runs (else None) and its summary once it has one (else None).
 
     Raises:
-        ConfigError: Neither exists.
+        ConfigError: Neither exists, or the summary cannot be read.
     """
     live = read_live(storage.state_dir(name) / PROGRESS_FILE)
     path = summary_path(storage, name)
     if not path.is_file():
         storage.pull_state(name)
-    summary = json.loads(path.read_text()) if path.is_file() else None
+    summary = SweepSummary.read(path) if path.is_file() else None
     running = live is not None and live.state in ("starting", "running")
     if running and summary is not None and path.stat().st_mtime >= live.time:  # type: ignore[union-attr]
         running = False  # a resumed sweep's old summary is older than its live state
@@ -41,14 +42,13 @@ def live_or_summary(storage: Storage, name: str) -> tuple[Snapshot | None, dict[
     return (live if running or summary is None else None), summary
 
 
-def _summary_status(name: str, summary: dict[str, Any]) -> dict[str, Any]:
-    counts: dict[str, int] = {}
-    for row in summary["trials"]:
-        counts[row["status"]] = counts.get(row["status"], 0) + 1
-    best = summary.get("best") or {}
-    return {"name": name, "state": summary.get("status", "finished"), "trials": len(summary["trials"]),
-            "statuses": counts, "best_trial_id": best.get("trial_id"), "best_value": best.get("metric"),
-            "metric": summary["objective"]["metric"], "wall_time_s": summary.get("wall_time_s")}
+def _summary_status(name: str, summary: SweepSummary) -> dict[str, Any]:
+    """``hpo status --json`` of an ended sweep (docs/cli.md)."""
+    best = summary.best
+    return {"name": name, "state": summary.status, "trials": len(summary.trials),
+            "statuses": summary.status_counts(), "best_trial_id": best.trial_id if best else None,
+            "best_value": best.metric if best else None, "metric": summary.objective.metric,
+            "wall_time_s": summary.wall_time_s}
 
 
 @one_line_errors
@@ -72,7 +72,9 @@ def status(
             if trial.status == "running":
                 console.print("  " + trial_text(live, trial), highlight=False)
         return
-    data = _summary_status(name, summary or {})
+    if summary is None:  # live_or_summary gives one of them
+        return
+    data = _summary_status(name, summary)
     if as_json:
         print(json.dumps(data, default=str))
         return

@@ -13,7 +13,7 @@ from hpo.cli.errors import one_line_errors
 from hpo.cli.options import StorageOption
 from hpo.errors import ConfigError, HpoError
 from hpo.storage import DEFAULT_STORAGE, Storage
-from hpo.summary import read_summary
+from hpo.sweep_summary import SweepSummary
 
 DEFAULT_URI = "sqlite:///mlflow.db"
 
@@ -27,7 +27,7 @@ def backend_uri(name: str | None, storage: Storage, mlflow_uri: str | None) -> s
     from hpo.tracking import is_local, normalize_uri
 
     if mlflow_uri is None and name is not None:
-        mlflow_uri = read_summary(storage, name)["mlflow"]["uri"]
+        mlflow_uri = SweepSummary.load(storage, name).mlflow.uri
     uri = normalize_uri(mlflow_uri or DEFAULT_URI)
     if not is_local(uri):
         raise ConfigError(f"--mlflow-uri: {uri} is already a server; open it in a browser instead of 'hpo ui'")

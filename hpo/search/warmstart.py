@@ -11,6 +11,7 @@ from hpo.errors import ConfigError
 from hpo.objective import configuration_key
 from hpo.options import WarmStartMode
 from hpo.search.space import SearchSpace
+from hpo.sweep_summary import SweepSummary
 from hpo.trial.protocol import SCORED_STATUSES
 
 
@@ -27,17 +28,18 @@ def previous_best(summary_path: Path, config: SweepConfig, k: int) -> list[tuple
     """
     if not summary_path.is_file():
         raise ConfigError(f"{summary_path}: (file): no summary of a previous sweep; check the name or --storage")
-    summary = json.loads(summary_path.read_text())
-    if summary["objective"] != {"metric": config.objective.metric, "mode": config.objective.mode}:
+    summary = SweepSummary.read(summary_path)
+    objective = {"metric": summary.objective.metric, "mode": summary.objective.mode}
+    if objective != {"metric": config.objective.metric, "mode": config.objective.mode}:
         raise ConfigError(
-            f"{summary_path}: objective: the previous sweep optimised {summary['objective']}; "
+            f"{summary_path}: objective: the previous sweep optimised {objective}; "
             "warm-start only from a sweep with the same objective"
         )
     # One entry per configuration (its repeats share its parameters), valued by the mean of its repeats.
     groups: dict[str, list[float]] = {}
-    for trial in summary["trials"]:
-        if trial.get("metric") is not None and trial.get("status", "completed") in SCORED_STATUSES:
-            groups.setdefault(configuration_key(trial["params"]), []).append(float(trial["metric"]))
+    for trial in summary.trials:
+        if trial.metric is not None and trial.status in SCORED_STATUSES:
+            groups.setdefault(configuration_key(trial.params), []).append(float(trial.metric))
     means = sorted(((sum(v) / len(v), key) for key, v in groups.items()), reverse=config.objective.mode == "max")
     out = []
     for mean, key in means:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hpo.config.tracking_uri import masked
+from hpo.sweep_summary import RegisteredModel, SweepSummary, TrackingUpdate
 from hpo.tracking.store import mlflow_client
 from hpo.tracking.transport import TrackingError, Unreachable, http_settings, is_connection_error
 
@@ -273,11 +274,14 @@ class Outbox:
         return self._history[(run_id, key)]
 
 
-def update_summary(summary: dict[str, Any], outbox: Outbox, pending: int) -> None:
-    """Puts the MLflow run ids, the registered model and the count of unsent writes into a summary."""
-    for row in summary["trials"]:
-        row["mlflow_run_id"] = outbox.run_ids.get(f"trial:{row['trial_id']}", row.get("mlflow_run_id"))
-    if outbox.model is not None:
-        summary["mlflow"]["model"] = outbox.model
-    summary["mlflow"]["pending_writes"] = pending
-    summary["mlflow"]["spool"] = str(outbox.spool_path) if pending else None
+def tracking_update(outbox: Outbox, pending: int) -> TrackingUpdate:
+    """What the outbox knows for the sweep's summary: trial run ids, the registered model, unsent writes."""
+    run_ids = {key.removeprefix("trial:"): run_id for key, run_id in outbox.run_ids.items() if key.startswith("trial:")}
+    model = RegisteredModel.model_validate(outbox.model) if outbox.model is not None else None
+    return TrackingUpdate(run_ids=run_ids, model=model, pending_writes=pending,
+                          spool=str(outbox.spool_path) if pending else None)
+
+
+def update_summary(summary: SweepSummary, outbox: Outbox, pending: int) -> None:
+    """Hands the summary the outbox's :func:`tracking_update` (run ids, registered model, unsent writes)."""
+    summary.record_tracking(tracking_update(outbox, pending))

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from hpo.config import SweepConfig
 from hpo.objective import configuration_key
 from hpo.storage import Storage
+from hpo.sweep_summary import Goal, Statistics, SweepSummary
 from hpo.tracking import best_model
 from hpo.tracking.nesting import MlflowNesting
 from hpo.tracking.outbox import SPOOL_NAME, update_summary
@@ -43,17 +44,17 @@ class Tracker(Protocol):
     callback: Any  # a Tune callback that logs every trial
 
     def finish(
-        self, rows: list[TrialRow], best: TrialRow | None, goal: dict[str, Any] | None, summary: dict[str, Any],
+        self, rows: list[TrialRow], best: TrialRow | None, goal: Goal | None, summary: SweepSummary,
         report: Path | None = None,
     ) -> int:
-        """Closes the runs, logs the best model and report, fills ``summary["mlflow"]``; returns unsent writes."""
+        """Closes the runs, logs the best model and report, fills the summary's ``mlflow``; returns unsent writes."""
         ...
 
     def fail(self) -> None:
         """Marks the sweep failed (it stopped with an error)."""
         ...
 
-    def interrupt(self, summary: dict[str, Any] | None) -> int:
+    def interrupt(self, summary: SweepSummary | None) -> int:
         """Marks the sweep and its running trials interrupted (no model); returns unsent writes."""
         ...
 
@@ -144,7 +145,7 @@ class MlflowTracker:
         return {} if self.outbox.down else trial_run_ids(self.run)
 
     def finish(
-        self, rows: list[TrialRow], best: TrialRow | None, goal: dict[str, Any] | None, summary: dict[str, Any],
+        self, rows: list[TrialRow], best: TrialRow | None, goal: Goal | None, summary: SweepSummary,
         report: Path | None = None,
     ) -> int:
         """Closes lost runs, logs and registers the best model, logs the final figures and report, closes the parent.
@@ -155,7 +156,7 @@ class MlflowTracker:
         self.callback.flush()
         if self.resumed and not self.outbox.down:  # close the runs of trials the crash took away
             close_lost_runs(self.run, set(self.run_ids()) - {r.trial_id for r in rows})
-        self._close_parent(rows, best, goal, summary.get("statistics"))
+        self._close_parent(rows, best, goal, summary.statistics)
         pending = self.outbox.flush() if self.outbox.down else 0  # sends what was spooled, if the server is back
         if report is not None and not self.outbox.down:
             self._log_report(report)
@@ -183,7 +184,7 @@ class MlflowTracker:
         self.outbox.log("sweep", tags={"hpo.status": "failed"})
         self.outbox.terminate("sweep", "FAILED")
 
-    def interrupt(self, summary: dict[str, Any] | None) -> int:
+    def interrupt(self, summary: SweepSummary | None) -> int:
         """Ctrl-C or SIGTERM: the running trials' and the parent's runs are tagged interrupted and KILLED.
 
         No model is registered; ``--resume`` reopens the same runs and logs each epoch once.
@@ -208,8 +209,7 @@ class MlflowTracker:
         return pending
 
     def _close_parent(
-        self, rows: list[TrialRow], best: TrialRow | None, goal: dict[str, Any] | None,
-        statistics: dict[str, Any] | None,
+        self, rows: list[TrialRow], best: TrialRow | None, goal: Goal | None, statistics: Statistics | None,
     ) -> None:
         """Logs the best model (registered under the sweep name), the final best, the goal and the verdict.
 
@@ -235,17 +235,17 @@ class MlflowTracker:
         if best:
             tags["hpo.best_params"] = json.dumps(best.params, default=str)
         if statistics is not None:
-            tags["hpo.verdict"] = statistics["verdict"]
-            tags["hpo.significant"] = "true" if statistics["significant"] else "false"
-            top = statistics["configurations"][0]
-            if top["n"] > 1:
-                final.update({f"best_{config.objective.metric}_mean": top["mean"],
-                              f"best_{config.objective.metric}_ci_low": top["ci_low"],
-                              f"best_{config.objective.metric}_ci_high": top["ci_high"]})
-                tags["hpo.best_repeats"] = str(top["n"])
+            tags["hpo.verdict"] = statistics.verdict
+            tags["hpo.significant"] = "true" if statistics.significant else "false"
+            top = statistics.configurations[0]
+            if top.n > 1:
+                final.update({f"best_{config.objective.metric}_mean": top.mean,
+                              f"best_{config.objective.metric}_ci_low": top.ci_low,
+                              f"best_{config.objective.metric}_ci_high": top.ci_high})
+                tags["hpo.best_repeats"] = str(top.n)
         if goal is not None:
-            tags["hpo.goal_reached"] = "true" if goal["reached"] else "false"
-            tags["hpo.goal_trial_id"] = goal["trial_id"] or ""
+            tags["hpo.goal_reached"] = "true" if goal.reached else "false"
+            tags["hpo.goal_trial_id"] = goal.trial_id or ""
         metrics = [(k, float(v), now, 0) for k, v in final.items() if finite(v)]
         outbox.log("sweep", metrics=metrics, tags=tags)
         outbox.terminate("sweep", "FAILED" if best is None else "FINISHED")

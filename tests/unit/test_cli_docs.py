@@ -139,10 +139,13 @@ def test_json_schemas_match_real_output(tmp_path):
     (runs / "s").mkdir(parents=True)
     summary = {"name": "s", "status": "finished", "objective": {"metric": "m", "mode": "max"},
                "best": {"trial_id": "t", "params": {}, "metric": 1.0}, "trials": [], "repeat_of": "r",
-               "statistics": {"verdict": "v", "configurations": [{"rank": 1}]}}
+               "statistics": {"winner": "{}", "significant": False, "test": "t", "alpha": 0.05, "verdict": "v",
+                              "configurations": [{"rank": 1, "params": {}, "n": 1, "mean": 1.0, "std": None,
+                                                  "ci_low": None, "ci_high": None, "p_value": None}]}}
     (runs / "s" / "summary.json").write_text(json.dumps(summary))
     listed = json.loads(hpo_cli("list", "--storage", str(runs), "--json", cwd=tmp_path).stdout)
     same_keys(json_example("hpo list"), listed, "sweeps")
     from hpo.cli.main import repeat_json
+    from hpo.sweep_summary import SweepSummary
 
-    same_keys(json_example("hpo repeat"), repeat_json(summary, "x"), None)
+    same_keys(json_example("hpo repeat"), repeat_json(SweepSummary.model_validate(summary), "x"), None)

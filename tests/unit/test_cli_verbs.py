@@ -148,13 +148,20 @@ def test_cluster_validate_json(tmp_path):
     assert data["gpu_types"][0]["resources"]["GPU"] >= 1
 
 
+#: A ``statistics`` section as hpo writes it (one configuration of two repeats).
+STATISTICS = {"winner": '{"units": 16}', "significant": False, "test": "t", "alpha": 0.05, "verdict": "wins",
+              "configurations": [{"rank": 1, "params": {"units": 16}, "n": 2, "mean": 0.9, "std": 0.01,
+                                  "ci_low": 0.8, "ci_high": 1.0, "p_value": None}]}
+
+
 def test_repeat_json_carries_the_summary_verdict():
     from hpo.cli.main import repeat_json
+    from hpo.sweep_summary import SweepSummary
 
-    summary = _summary("s-repeat") | {"repeat_of": "s", "statistics": {"verdict": "wins", "configurations": [{}]}}
-    assert repeat_json(summary, "/r/s-repeat/summary.json") == {
+    summary = _summary("s-repeat") | {"repeat_of": "s", "statistics": STATISTICS}
+    assert repeat_json(SweepSummary.model_validate(summary), "/r/s-repeat/summary.json") == {
         "name": "s-repeat", "repeat_of": "s", "status": "finished", "summary": "/r/s-repeat/summary.json",
-        "best": summary["best"], "verdict": "wins", "configurations": [{}]}
+        "best": summary["best"], "verdict": "wins", "configurations": STATISTICS["configurations"]}
 
 
 # -- list -----------------------------------------------------------------------------------------------------------

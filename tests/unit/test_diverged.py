@@ -9,6 +9,7 @@ from hpo.cli.main import _no_best
 from hpo.search.searchers import DurableOptunaSearch
 from hpo.storage import Storage
 from hpo.summary import best_row
+from hpo.sweep_summary import SweepSummary
 from hpo.tracking.best_model import pick_model_trial
 from hpo.trial.protocol import DIVERGED_KEY, FINISHED_KEY, TrialRow, stop_reason, trial_status
 
@@ -37,10 +38,13 @@ def test_a_diverged_trial_is_never_the_best_or_the_registered_model(tmp_path):
 
 
 def test_why_a_sweep_has_no_best():
-    trials = [{"status": "diverged"}, {"status": "failed"}, {"status": "diverged"}]
-    assert _no_best({"trials": trials}) == "every trial diverged or failed: 2 diverged, 1 failed"
-    assert _no_best({"trials": []}) == "no trial reported the objective: no trials"
-    assert _no_best({"trials": [{"status": "stopped_early"}]}) == "no trial reported the objective: 1 stopped_early"
+    def summary(*statuses):
+        trials = [row(f"t{i}", status, None) for i, status in enumerate(statuses)]
+        return SweepSummary(name="s", objective={"metric": "m", "mode": "max"}, trials=trials)
+
+    assert _no_best(summary("diverged", "failed", "diverged")) == "every trial diverged or failed: 2 diverged, 1 failed"
+    assert _no_best(summary()) == "no trial reported the objective: no trials"
+    assert _no_best(summary("stopped_early")) == "no trial reported the objective: 1 stopped_early"
 
 
 @pytest.mark.parametrize(("diverged", "state"), [(True, "FAIL"), (False, "COMPLETE")])

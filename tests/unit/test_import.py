@@ -42,9 +42,8 @@ LAYERS = [
     {"preflight", "summary", "ray_session", "progress", "rerun", "report"},
     {"search", "trial", "tracking", "cluster", "repeats", "interrupt", "driver"},
     {"data", "models", "compat", "stack_check"},
-    {"config", "kinds", "cutoffs", "objective", "stats", "options", "storage", "object_store", "errors", "_env",
-     "trial.protocol",
-     "writable"},
+    {"config", "kinds", "cutoffs", "objective", "stats", "options", "storage", "object_store", "errors",
+     "_env", "trial.protocol", "writable", "sweep_summary"},
 ]
 
 

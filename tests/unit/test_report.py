@@ -12,7 +12,7 @@ from hpo.errors import ConfigError
 from hpo.repeats import save_config
 from hpo.report import TITLE, write_report
 from hpo.storage import Storage
-from hpo.summary import build_summary, write_summary
+from hpo.summary import build_summary
 from hpo.trial.protocol import TrialRow
 from tests.conftest import base_sweep, hpo_cli
 
@@ -37,7 +37,7 @@ def make_sweep(tmp_path, finished: bool) -> Storage:
         rows.append(TrialRow(trial_id, {"learning_rate": lr}, status, len(values), max(values), not done, None, None,
                              repeat=repeat))
     if finished:
-        write_summary(tmp_path / "runs" / "rep" / "summary.json", build_summary(config, rows, {}, 1.0, None))
+        build_summary(config, rows, {}, 1.0, None).write(tmp_path / "runs" / "rep" / "summary.json")
     return storage
 
 

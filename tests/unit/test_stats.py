@@ -141,7 +141,7 @@ def test_with_repeats_the_summary_names_the_best_mean_and_its_best_repeat():
 
     # lr 0.1 has the luckiest single run (0.75), lr 0.01 the better mean.
     rows = _rows({0.1: [0.60, 0.75, 0.58], 0.01: [0.70, 0.71, 0.72]})
-    summary = build_summary(_config(3), rows, {}, 1.0, None)
+    summary = build_summary(_config(3), rows, {}, 1.0, None).to_json()
     best, stats = summary["best"], summary["statistics"]
     assert best["params"] == {"learning_rate": 0.01} and best["metric"] == 0.72 and best["trial_id"] == "t06"
     assert best["n"] == 3 and best["mean"] == pytest.approx(0.71) and best["ci_low"] < 0.71 < best["ci_high"]
@@ -153,19 +153,19 @@ def test_with_repeats_the_summary_names_the_best_mean_and_its_best_repeat():
 def test_without_repeats_the_best_is_the_best_trial_and_its_noise_is_unknown():
     from hpo.summary import build_summary
 
-    summary = build_summary(_config(1), _rows({0.1: [0.75], 0.01: [0.70]}), {}, 1.0, None)
+    summary = build_summary(_config(1), _rows({0.1: [0.75], 0.01: [0.70]}), {}, 1.0, None).to_json()
     assert summary["best"]["params"] == {"learning_rate": 0.1} and "mean" not in summary["best"]
     assert "noise is unknown" in summary["statistics"]["verdict"]
 
 
 def test_report_prints_each_top_configuration_and_the_verdict(tmp_path):
-    from hpo.summary import build_summary, write_summary
+    from hpo.summary import build_summary
     from tests.conftest import hpo_cli
 
     rows = _rows({0.1: [0.60, 0.62, 0.61], 0.01: [0.70, 0.71, 0.72]})
     summary = build_summary(_config(3), rows, {"uri": "sqlite:///x.db", "experiment_id": "1",
                                                 "parent_run_id": "p"}, 1.0, None)
-    write_summary(tmp_path / "runs" / "t" / "summary.json", summary)
+    summary.write(tmp_path / "runs" / "t" / "summary.json")
     out = hpo_cli("report", "t", "--storage", str(tmp_path / "runs"), cwd=tmp_path).stdout
     assert "#1 mean 0.7100 ± 0.0100 (95% CI 0.6852–0.7348, n=3) {'learning_rate': 0.01}" in out
     assert "#2 mean 0.6100 ± 0.0100" in out and ", p vs best = " in out

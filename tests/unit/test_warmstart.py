@@ -18,9 +18,12 @@ SPACE = {
 
 
 def previous(tmp_path, trials, objective=None):
+    """A previous sweep's summary.json with these trials' params and metrics (each completed, 3 epochs)."""
+    rows = [{"trial_id": f"t{i}", "status": "completed", "epochs": 3, "stopped_early": False, "mlflow_run_id": None,
+             "checkpoint": None, **trial} for i, trial in enumerate(trials)]
     path = tmp_path / "summary.json"
-    path.write_text(json.dumps({"objective": objective or {"metric": "val_accuracy", "mode": "max"},
-                                "trials": trials}))
+    path.write_text(json.dumps({"name": "previous", "objective": objective or {"metric": "val_accuracy", "mode": "max"},
+                                "best": None, "trials": rows, "mlflow": {}, "wall_time_s": 1.0}))
     return path
 
 
