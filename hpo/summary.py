@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hpo.config import SweepConfig
-from hpo.config.tracking_uri import masked
 from hpo.errors import ConfigError
 from hpo.objective import best_value, configuration_key, reaches_goal, repeats_reach_goal
 from hpo.options import summary_path
@@ -272,38 +271,3 @@ def read_summary(storage: Storage | Path | str, name: str) -> dict[str, Any]:
         raise ConfigError(f"{path}: (file): no summary for sweep '{name}'; run 'hpo tune' first or pass --storage")
     return json.loads(path.read_text())
 
-
-def sync_sweep(storage: Storage | Path | str, name: str) -> tuple[int, int]:
-    """Sends a finished sweep's spooled MLflow writes (``hpo sync``) and updates its summary.json.
-
-    Returns:
-        (writes sent, writes still waiting).
-
-    Raises:
-        ConfigError: No summary, or the tracking server is unreachable.
-    """
-    from hpo.tracking import health, is_server
-    from hpo.tracking.outbox import SPOOL_NAME, Outbox, update_summary
-
-    summary = read_summary(storage, name)
-    path = summary_path(storage, name)
-    info = summary["mlflow"]
-    spool = path.parent / SPOOL_NAME
-    if not spool.is_file():
-        return 0, 0
-    problem = health(info["uri"]) if is_server(info["uri"]) else None
-    if problem is not None:
-        raise ConfigError(
-            f"{path}: mlflow.uri: MLflow server {masked(info['uri'])} is unreachable ({problem}); "
-            "start it again, then rerun 'hpo sync'"
-        )
-    outbox = Outbox(info["uri"], spool, info["parent_run_id"], info["experiment_id"])
-    known = {f"trial:{t['trial_id']}": t["mlflow_run_id"] for t in summary["trials"] if t.get("mlflow_run_id")}
-    outbox.run_ids.update(known)
-    if info.get("model"):
-        outbox.model = info["model"]
-    total = sum(1 for line in spool.read_text().splitlines() if line.strip())
-    left = outbox.flush()
-    update_summary(summary, outbox, left)
-    write_summary(path, summary)
-    return total - left, left

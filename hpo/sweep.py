@@ -11,7 +11,6 @@ from typing import Any
 
 from hpo import compat
 from hpo.config import SweepConfig
-from hpo.config.tracking_uri import masked
 from hpo.driver import check_not_running, recorded_driver
 from hpo.errors import ConfigError, SweepAborted, SweepInterrupted
 from hpo.interrupt import Interruption
@@ -21,6 +20,7 @@ from hpo.ray_session import start_ray, stop_ray
 from hpo.repeats import save_config
 from hpo.rerun import prepare_rerun
 from hpo.summary import TuneResult, build_summary, failure_line, goal_status, trial_rows, write_summary
+from hpo.tracking.tracker import Tracker, TrackerStart
 from hpo.trial.protocol import ENDED_TUNE_STATUSES
 from hpo.trial.spec import TrialSpec
 from hpo.tuner import build_tuner, can_restore
@@ -62,7 +62,7 @@ def _run(
     """:func:`run_sweep` once the name is cleared and the checks passed, with SIGINT/SIGTERM held."""
     from hpo.progress.setup import monitor_for, samples_per_epoch
     from hpo.search import planned_trials
-    from hpo.tracking.sweep_tracker import MlflowTracker
+    from hpo.tracking.kinds import tracker_kind
 
     monitor = monitor_for(config, options, planned_trials(config))
     monitor.begin()  # the header (its "MLflow: open …" names a store the checks found working)
@@ -81,12 +81,13 @@ def _run(
     sweep_dir = options.sweep_dir(config.name)
     save_config(sweep_dir, config)  # what `hpo repeat` re-runs
     monitor.checked()
-    resume = options.resume and can_restore(options, config.name) and MlflowTracker.resumable(sweep_dir)
-    tracker = MlflowTracker(
+    kind = tracker_kind()
+    resume = options.resume and can_restore(options, config.name) and kind.resumable(sweep_dir)
+    tracker = kind.open(TrackerStart(
         config, source, sweep_dir, options.storage.state_root / "_mlflow_artifacts", resume,
         sample=(spec.validation.url, spec.features), storage=options.storage,
-    )
-    interrupt.on_stop = tracker.callback.mark_interrupted
+    ))
+    interrupt.on_stop = tracker.mark_interrupted
     monitor.log = tracker.log_progress
     tuner = build_tuner(config, options, spec, [tracker.callback, monitor], warm_points, started, resume)
     try:
@@ -113,7 +114,7 @@ def _run(
 
 
 def _write_up(
-    config: SweepConfig, options: RunOptions, results: Any, tracker: Any, started: float, interrupted: bool
+    config: SweepConfig, options: RunOptions, results: Any, tracker: Tracker, started: float, interrupted: bool
 ) -> tuple[Path, dict[str, Any]]:
     """Closes the study and the MLflow runs, writes ``summary.json`` and copies the driver state to the storage.
 
@@ -125,7 +126,7 @@ def _write_up(
     stopped: set[str] = set()
     if interrupted:  # trials not started, and those Tune stopped for Ctrl-C (it calls no trial hook for them)
         stopped = {tid for tid, status in trials if status not in ENDED_TUNE_STATUSES}
-        stopped |= set(tracker.callback.open_trials())
+        stopped |= set(tracker.open_trials())
     else:
         close_study(config, options.sweep_dir(config.name))  # a trial handed out just before a crash never ran
     rows = trial_rows(results, config, tracker.run_ids(), [tid for tid, _ in trials], stopped)
@@ -137,11 +138,7 @@ def _write_up(
     best = next((r for r in rows if r.trial_id == best_id), None)
     pending = tracker.interrupt(summary) if interrupted else tracker.finish(rows, best, goal, summary, report)
     if pending and options.console is not None:
-        options.console.print(
-            f"mlflow: {pending} writes could not be sent to {masked(tracker.uri)}; kept in "
-            f"{tracker.outbox.spool_path}; run 'hpo sync {config.name}' when the server is back",
-            highlight=False,
-        )
+        options.console.print(tracker.unsent_note(pending), highlight=False)
     path = summary_path(options.storage, config.name)
     write_summary(path, summary)
     options.storage.push_state(config.name)
