@@ -42,7 +42,8 @@ LAYERS = [
     {"preflight", "summary", "ray_session", "progress", "rerun", "report"},
     {"search", "trial", "tracking", "cluster", "repeats", "interrupt", "driver"},
     {"data", "models", "compat", "stack_check"},
-    {"config", "objective", "stats", "options", "storage", "errors", "_env", "trial.protocol", "writable"},
+    {"config", "objective", "stats", "options", "storage", "errors", "_env", "trial.protocol", "data.sources",
+     "writable"},
 ]
 
 
