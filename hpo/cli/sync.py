@@ -46,6 +46,6 @@ def sync_sweep(storage: Storage, name: str) -> tuple[int, int]:
     before = copy.deepcopy(summary)
     path = summary_path(storage, name)
     sent, left = tracker_kind().sync(summary, path)
-    if summary != before:  # nothing was spooled: the file stays as it is
+    if summary != before:  # unchanged (nothing was spooled): the file is left as it is
         write_summary(path, summary)
     return sent, left

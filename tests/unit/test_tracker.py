@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 
 import pytest
@@ -44,6 +45,15 @@ def test_the_mlflow_tracker_is_a_tracker_and_reopens_its_parent_run(tmp_path):
     assert client.get_run(section["parent_run_id"]).info.status == "FAILED"
     again = kind.open(TrackerStart(**{**start.__dict__, "resume": True}))
     assert again.summary_section() == section  # the same parent run, reopened
+
+
+def test_the_mlflow_tracker_takes_what_the_protocol_declares():
+    from hpo.tracking.sweep_tracker import MlflowTracker
+
+    for name in sorted(_members(Tracker) - {"callback"}):
+        declared, actual = inspect.signature(getattr(Tracker, name)), inspect.signature(getattr(MlflowTracker, name))
+        assert list(actual.parameters) == list(declared.parameters), name
+        assert [p.default for p in actual.parameters.values()] == [p.default for p in declared.parameters.values()]
 
 
 def test_the_sweep_calls_only_what_the_tracker_protocol_declares():
