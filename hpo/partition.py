@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from hpo.config import SweepConfig, partition_label
-from hpo.data import declared_shapes, path_to_url, url_to_path, write_dataset
+from hpo.data import data_source, declared_shapes, path_to_url, url_to_path, write_dataset
 from hpo.errors import ConfigError
 from hpo.options import RunOptions
 from hpo.preflight import DATA_DIR, preflight, publish
@@ -73,7 +73,8 @@ def by_column(
             f"{source}: data.partitions: the sweep already lists its partitions; "
             "drop --partition-by (partition_by) or data.partitions"
         )
-    if d.train.startswith("builtin:"):
+    kind = data_source(d.train)
+    if kind is not None and kind.writes_its_own:
         raise ConfigError(f"{source}: data.train: --partition-by needs a file:// dataset, not {d.train}")
     path = url_to_path(d.train)
     names = pq.read_schema(next(iter(sorted(path.rglob("*.parquet")))) if path.is_dir() else path).names

@@ -6,7 +6,16 @@ import importlib.util
 from pathlib import Path
 
 from hpo.config import SweepConfig
-from hpo.data import PART, DatasetInfo, builtin_digits, describe, path_to_url, split_dataset, url_to_path
+from hpo.data import (
+    PART,
+    DatasetInfo,
+    MaterialiseRequest,
+    data_source,
+    describe,
+    path_to_url,
+    split_dataset,
+    url_to_path,
+)
 from hpo.errors import ConfigError
 from hpo.storage import Storage
 from hpo.trial.spec import TrialSpec, resolve_model
@@ -133,10 +142,11 @@ def check_fits_cluster(spec: TrialSpec, source: str, local: bool, storage: Stora
 
 
 def resolve_data(config: SweepConfig, storage: Storage | Path | str, source: str) -> tuple[DatasetInfo, DatasetInfo]:
-    """Materialises built-in data, splits off validation if needed, and checks both datasets.
+    """Materialises data hpo writes itself (built-in data), splits off validation if needed, checks both datasets.
 
     Data hpo writes itself is written on the driver (``STATE/_data``) and, for a shared storage, copied to
-    ``STORAGE/_data`` so that the workers of every node read the same files.
+    ``STORAGE/_data`` so that the workers of every node read the same files. Which source a ``data.train``
+    value is of, and what it writes, is its :class:`~hpo.data.DataSource`.
 
     Raises:
         ConfigError: For a missing path, missing columns or an unusable dataset.
@@ -144,11 +154,11 @@ def resolve_data(config: SweepConfig, storage: Storage | Path | str, source: str
     d = config.data
     storage = Storage.parse(storage)
     data_root = storage.state_root / DATA_DIR
-    if d.train.startswith("builtin:"):
-        if d.train != "builtin:digits":
-            raise ConfigError(f"{source}: data.train: unknown built-in dataset '{d.train}'; use builtin:digits")
-        train_url, val_url = builtin_digits(data_root, d.validation_fraction, config.search.seed or 0, source)
-        train_url, val_url = (publish(storage, url, keep=True) for url in (train_url, val_url))
+    kind = data_source(d.train)
+    if kind is not None and kind.writes_its_own:
+        request = MaterialiseRequest(d.train, data_root, d.validation_fraction, config.search.seed or 0, source)
+        made = kind.materialiser()(request)
+        train_url, val_url = (publish(storage, url, keep=True) for url in (made.train, made.validation))
     elif d.validation:
         train_url, val_url = d.train, d.validation
     else:

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from hpo.config import SweepConfig
-from hpo.config.tracking_uri import masked
 from hpo.errors import ConfigError
 from hpo.object_store import error_status
 from hpo.objective import best_value, configuration_key, reaches_goal, repeats_reach_goal
@@ -286,38 +285,3 @@ def failure_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
 
 
-def sync_sweep(storage: Storage | Path | str, name: str) -> tuple[int, int]:
-    """Sends a finished sweep's spooled MLflow writes (``hpo sync``) and updates its summary.json.
-
-    Returns:
-        (writes sent, writes still waiting).
-
-    Raises:
-        ConfigError: No summary, or the tracking server is unreachable.
-    """
-    from hpo.tracking import health, is_server
-    from hpo.tracking.outbox import SPOOL_NAME, Outbox, update_summary
-
-    summary = SweepSummary.load(storage, name)
-    path = summary_path(storage, name)
-    info = summary.mlflow
-    spool = path.parent / SPOOL_NAME
-    if not spool.is_file():
-        return 0, 0
-    uri = info.uri or ""
-    problem = health(uri) if is_server(uri) else None
-    if problem is not None:
-        raise ConfigError(
-            f"{path}: mlflow.uri: MLflow server {masked(uri)} is unreachable ({problem}); "
-            "start it again, then rerun 'hpo sync'"
-        )
-    outbox = Outbox(uri, spool, info.parent_run_id, info.experiment_id)
-    known = {f"trial:{t.trial_id}": t.mlflow_run_id for t in summary.trials if t.mlflow_run_id}
-    outbox.run_ids.update(known)
-    if info.model is not None:
-        outbox.model = info.model.model_dump()
-    total = sum(1 for line in spool.read_text().splitlines() if line.strip())
-    left = outbox.flush()
-    update_summary(summary, outbox, left)
-    summary.write(path)
-    return total - left, left

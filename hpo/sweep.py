@@ -10,7 +10,6 @@ from typing import Any
 
 from hpo import compat, kinds
 from hpo.config import SweepConfig
-from hpo.config.tracking_uri import masked
 from hpo.driver import check_not_running, recorded_driver
 from hpo.errors import ConfigError, SweepAborted, SweepInterrupted
 from hpo.interrupt import Interruption
@@ -21,6 +20,7 @@ from hpo.repeats import save_config
 from hpo.rerun import prepare_rerun
 from hpo.summary import TuneResult, build_summary, failure_line, goal_status, trial_rows
 from hpo.sweep_summary import SweepSummary
+from hpo.tracking.tracker import Tracker, TrackerStart
 from hpo.trial.protocol import ENDED_TUNE_STATUSES
 from hpo.trial.spec import TrialSpec
 from hpo.tuner import build_tuner, can_restore
@@ -62,7 +62,7 @@ def _run(
     """:func:`run_sweep` once the name is cleared and the checks passed, with SIGINT/SIGTERM held."""
     from hpo.progress.setup import monitor_for, samples_per_epoch
     from hpo.search import planned_trials
-    from hpo.tracking.sweep_tracker import MlflowTracker
+    from hpo.tracking.kinds import tracker_kind
 
     monitor = monitor_for(config, options, planned_trials(config))
     monitor.begin()  # the header (its "MLflow: open …" names a store the checks found working)
@@ -83,12 +83,13 @@ def _run(
     monitor.checked()
     if options.storage.remote:  # the views say when the object storage stops answering (uploads then wait)
         monitor.watch_storage(options.storage.probe)
-    resume = options.resume and can_restore(options, config.name) and MlflowTracker.resumable(sweep_dir)
-    tracker = MlflowTracker(
+    kind = tracker_kind()
+    resume = options.resume and can_restore(options, config.name) and kind.resumable(sweep_dir)
+    tracker = kind.open(TrackerStart(
         config, source, sweep_dir, options.storage.state_root / "_mlflow_artifacts", resume,
         sample=(spec.validation.url, spec.features), storage=options.storage,
-    )
-    interrupt.on_stop = tracker.callback.mark_interrupted
+    ))
+    interrupt.on_stop = tracker.mark_interrupted
     monitor.log = tracker.log_progress
     tuner = build_tuner(config, options, spec, [tracker.callback, monitor], warm_points, started, resume)
     try:
@@ -115,7 +116,7 @@ def _run(
 
 
 def _write_up(
-    config: SweepConfig, options: RunOptions, results: Any, tracker: Any, started: float, interrupted: bool
+    config: SweepConfig, options: RunOptions, results: Any, tracker: Tracker, started: float, interrupted: bool
 ) -> tuple[Path, SweepSummary]:
     """Closes the study and the MLflow runs, writes ``summary.json`` and copies the driver state to the storage.
 
@@ -127,7 +128,7 @@ def _write_up(
     stopped: set[str] = set()
     if interrupted:  # trials not started, and those Tune stopped for Ctrl-C (it calls no trial hook for them)
         stopped = {tid for tid, status in trials if status not in ENDED_TUNE_STATUSES}
-        stopped |= set(tracker.callback.open_trials())
+        stopped |= set(tracker.open_trials())
     else:
         close_study(config, options.sweep_dir(config.name))  # a trial handed out just before a crash never ran
     rows = trial_rows(results, config, tracker.run_ids(), [tid for tid, _ in trials], stopped)
@@ -139,11 +140,7 @@ def _write_up(
     best = next((r for r in rows if r.trial_id == best_id), None)
     pending = tracker.interrupt(summary) if interrupted else tracker.finish(rows, best, goal, summary, report)
     if pending and options.console is not None:
-        options.console.print(
-            f"mlflow: {pending} writes could not be sent to {masked(tracker.uri)}; kept in "
-            f"{tracker.outbox.spool_path}; run 'hpo sync {config.name}' when the server is back",
-            highlight=False,
-        )
+        options.console.print(tracker.unsent_note(pending), highlight=False)
     path = summary_path(options.storage, config.name)
     summary.write(path)
     options.storage.push_state(config.name)

@@ -4,14 +4,17 @@ Ray 2.x does not copy trial directories between nodes: Tune's storage and the da
 every node reads and writes (object storage or a mount they all have). A plain local directory on the
 driver passes on one machine and fails every trial of a multi-node cluster, so it is refused there; a
 ``file://`` mount, an ``s3://`` or a ``gs://`` storage is probed: the driver writes a marker file and a
-zero-CPU task pinned to each node reads it back. Data URLs are probed the same way.
+zero-CPU task pinned to each node reads it back. Data URLs are probed the same way, each with its data
+source's probe (:attr:`hpo.data.sources.DataSource.probe`).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
+from hpo.data.sources import DATA_SOURCES, data_source
 from hpo.errors import ConfigError
 from hpo.storage import Storage
 
@@ -75,9 +78,10 @@ def _probe(nodes: list[dict[str, Any]], urls: list[tuple[str, str]]) -> list[tup
 
     if not urls:
         return []
+    probes = [(key, url, probe_for(url)) for key, url in urls]
     task = ray.remote(num_cpus=0, max_retries=0)(_can_read)
     refs = {
-        task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(urls): n
+        task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(probes): n
         for n in nodes
     }
     out = []
@@ -94,17 +98,19 @@ def _probe(nodes: list[dict[str, Any]], urls: list[tuple[str, str]]) -> list[tup
     return out
 
 
-def _can_read(urls: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """On one node: ``(key, problem)`` for each URL (a file, or a dataset directory) it cannot read."""
-    from hpo.data.fs import arrow_filesystem
+def probe_for(url: str) -> Callable[[str, str], str | None]:
+    """The probe of the data source ``url`` is of (a ``file://`` one's for a URL no source recognises)."""
+    return (data_source(url) or DATA_SOURCES["file"]).prober()
 
+
+def _can_read(probes: list[tuple[str, str, Callable[[str, str], str | None]]]) -> list[tuple[str, str]]:
+    """On one node: ``(key, problem)`` for each URL (a file, or a dataset directory) it cannot read."""
     problems = []
-    for key, url in urls:
+    for key, url, probe in probes:
         try:
-            fs, path = arrow_filesystem(url, key)
-            info = fs.get_file_info(path)
-            if info.type.name == "NotFound":
-                problems.append((key, f"{url.split('?')[0]} not found"))
+            problem = probe(url, key)
         except Exception as exc:  # noqa: BLE001 - any failure to read is the answer
-            problems.append((key, f"{type(exc).__name__}: {exc}"))
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem:
+            problems.append((key, problem))
     return problems

@@ -13,11 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from hpo import kinds
 from hpo.config.keras_names import LOSSES, METRICS, OPTIMIZERS, unknown
 from hpo.config.tracking_uri import check_tracking_uri
+from hpo.data.sources import data_source, url_problem
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 #: The largest whole number any integer key (or an int parameter's range) takes.
 INT_MAX = 2**31
-_URL_SCHEMES = ("file://", "s3://", "gs://", "gcs://", "hdfs://", "builtin:")
 
 
 class KeyedError(ValueError):
@@ -63,8 +63,10 @@ class CacheConfig(FrozenModel):
 
 
 def _check_url(value: str | None) -> str | None:
-    if value is not None and not value.startswith(_URL_SCHEMES):
-        raise ValueError(f"'{value}' is not a dataset URL; use file:///abs/path, s3://bucket/path or builtin:digits")
+    """A ``data:`` value some data source recognises (:mod:`hpo.data.sources`)."""
+    problem = url_problem(value) if value is not None else None
+    if problem:
+        raise ValueError(problem)
     return value
 
 
@@ -148,7 +150,8 @@ class DataConfig(FrozenModel):
         if self.partitions is None:
             if self.train is None:
                 raise KeyedError("data.train", "required key is missing; add it (or list data.partitions)")
-            if self.train.startswith("builtin:") and self.validation is not None:
+            kind = data_source(self.train)
+            if kind is not None and kind.writes_its_own and self.validation is not None:
                 raise KeyedError("data.validation", f"{self.train} makes its own validation split "
                                  "(validation_fraction); remove data.validation")
             return self

@@ -9,7 +9,23 @@ from pathlib import Path
 import numpy as np
 
 from hpo.data.fs import path_to_url, url_to_path
+from hpo.data.sources import Materialised, MaterialiseRequest
 from hpo.data.write import PART, validation_rows, write_dataset
+from hpo.errors import ConfigError
+
+
+def materialise(request: MaterialiseRequest) -> Materialised:
+    """The ``builtin:`` data source: writes the named built-in dataset (once) and its validation split.
+
+    Raises:
+        ConfigError: For a built-in dataset hpo does not have.
+    """
+    if request.value != "builtin:digits":
+        raise ConfigError(
+            f"{request.source}: data.train: unknown built-in dataset '{request.value}'; use builtin:digits"
+        )
+    train, validation = builtin_digits(request.root, request.validation_fraction, request.seed, request.source)
+    return Materialised(train, validation)
 
 
 def builtin_digits(root: Path, validation_fraction: float, seed: int = 0, source: str = "data") -> tuple[str, str]:

@@ -1,4 +1,8 @@
-"""Dataset URLs and the filesystems behind them (``file://`` locally, ``s3://``/``gs://`` through fsspec)."""
+"""Dataset URLs and the filesystems behind them (``file://`` locally, ``s3://``/``gs://`` through fsspec).
+
+Which remote schemes there are, and the package behind each, is declared by the data sources
+(:attr:`hpo.data.sources.DataSource.remote`).
+"""
 
 from __future__ import annotations
 
@@ -8,18 +12,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from hpo.data.sources import remote_schemes
 from hpo.errors import ConfigError
 from hpo.object_store import botocore_config, gcs_filesystem, s3_filesystem
 from hpo.storage import s3_options
-
-#: URL scheme → (fsspec protocol, the package that provides it).
-REMOTE_SCHEMES: dict[str, tuple[str, str]] = {
-    "s3": ("s3", "s3fs"),
-    "s3a": ("s3", "s3fs"),
-    "gs": ("gs", "gcsfs"),
-    "gcs": ("gs", "gcsfs"),
-    "hdfs": ("hdfs", "pyarrow"),
-}
 
 
 def url_to_path(url: str) -> Path:
@@ -58,7 +54,7 @@ def filesystem(url: str, key: str = "data") -> tuple[Any, str]:
     if url.startswith("file://"):
         return fsspec.filesystem("file"), str(url_to_path(url))
     scheme, rest, query = _split(url, key)
-    protocol, package = REMOTE_SCHEMES[scheme]
+    protocol, package = remote_schemes()[scheme]
     kwargs: dict[str, Any] = {}
     if protocol == "s3":
         options = s3_options(query)
@@ -88,7 +84,7 @@ def arrow_filesystem(url: str, key: str = "data") -> tuple[Any, str]:
     if url.startswith("file://"):
         return pafs.LocalFileSystem(), str(url_to_path(url))
     scheme, rest, query = _split(url, key)
-    protocol = REMOTE_SCHEMES[scheme][0]
+    protocol = remote_schemes()[scheme][0]
     if protocol == "s3":
         return s3_filesystem(s3_options(query)), rest
     if protocol == "gs":
@@ -100,9 +96,23 @@ def _split(url: str, key: str) -> tuple[str, str, dict[str, str]]:
     """``(scheme, bucket/path, query)`` of a remote dataset URL."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
-    if scheme not in REMOTE_SCHEMES:
+    if scheme not in remote_schemes():
         raise ConfigError(f"{url}: {key}: unsupported URL scheme '{parts.scheme or url}'; use file://, s3:// or gs://")
     return scheme, parts.netloc + parts.path, dict(parse_qsl(parts.query))
+
+
+def unreadable(url: str, key: str = "data") -> str | None:
+    """Why this process cannot read dataset ``url`` (a file or a directory), or None: the data sources' probe.
+
+    Run on each node of a connected cluster (:mod:`hpo.cluster.visibility`); any failure is the answer.
+    """
+    try:
+        fs, path = arrow_filesystem(url, key)
+        if fs.get_file_info(path).type.name == "NotFound":
+            return f"{url.split('?')[0]} not found"
+    except Exception as exc:  # noqa: BLE001 - any failure to read is the answer
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def parquet_files(fs: Any, path: str) -> list[str]:

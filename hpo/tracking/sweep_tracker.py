@@ -1,7 +1,7 @@
-"""One sweep's tracking, start to end: the parent run, the per-trial nesting callback, the final close.
+"""One sweep's MLflow tracking, start to end: the parent run, the per-trial nesting callback, the final close.
 
-:class:`Tracker` is the interface the sweep talks to; :class:`MlflowTracker` is the MLflow one (the only
-one today). Another backend (e.g. Weights & Biases) would implement the same four members.
+:class:`MlflowTracker` is the MLflow :class:`~hpo.tracking.tracker.Tracker`, registered as ``mlflow`` in
+:data:`hpo.tracking.kinds.TRACKERS`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from hpo.config import SweepConfig
+from hpo.config.tracking_uri import masked
 from hpo.objective import configuration_key
 from hpo.storage import Storage
 from hpo.sweep_summary import Goal, Statistics, SweepSummary
@@ -29,6 +30,7 @@ from hpo.tracking.runs import (
     start_sweep_run,
     trial_run_ids,
 )
+from hpo.tracking.tracker import TrackerStart
 from hpo.tracking.uri import is_local, normalize_uri
 from hpo.trial.protocol import TrialRow
 
@@ -38,70 +40,31 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "hpo_state.json"
 
 
-class Tracker(Protocol):
-    """What a sweep needs from a tracking backend."""
-
-    callback: Any  # a Tune callback that logs every trial
-
-    def finish(
-        self, rows: list[TrialRow], best: TrialRow | None, goal: Goal | None, summary: SweepSummary,
-        report: Path | None = None,
-    ) -> int:
-        """Closes the runs, logs the best model and report, fills the summary's ``mlflow``; returns unsent writes."""
-        ...
-
-    def fail(self) -> None:
-        """Marks the sweep failed (it stopped with an error)."""
-        ...
-
-    def interrupt(self, summary: SweepSummary | None) -> int:
-        """Marks the sweep and its running trials interrupted (no model); returns unsent writes."""
-        ...
-
-    def summary_section(self) -> dict[str, Any]:
-        """``{uri, experiment_id, parent_run_id}`` for ``summary.json``."""
-        ...
-
-
 class MlflowTracker:
     """A parent MLflow run per sweep and a nested run per trial, all written through one outbox.
 
     Args:
-        config: The sweep.
-        source: The sweep file (logged as an artifact) or ``<SweepConfig …>``.
-        sweep_dir: ``STORAGE/NAME`` (state file and MLflow spool).
-        artifact_root: Artifact root for a new experiment in a local store.
-        resume: Reopen the parent run of an interrupted sweep (from its state file) instead of a new one.
-        sample: ``(validation URL, features column)``: rows for the registered model's signature.
-        storage: Where the trials' checkpoints are (the best model is read from there).
+        start: The sweep, its file, directories, resume flag, model sample and storage.
     """
 
-    def __init__(
-        self,
-        config: SweepConfig,
-        source: str,
-        sweep_dir: Path,
-        artifact_root: Path,
-        resume: bool,
-        sample: tuple[str, str],
-        storage: Storage,
-    ) -> None:
+    def __init__(self, start: TrackerStart) -> None:
+        config, sweep_dir = start.config, start.sweep_dir
         self.config = config
-        self.storage = storage
+        self.storage = start.storage
         self.sweep_dir = sweep_dir
         self.uri = normalize_uri(config.tracking.mlflow_uri)
-        self.sample = sample
+        self.sample = start.sample
         state = sweep_dir / STATE_FILE
-        if resume:
+        if start.resume:
             self.run = resume_sweep_run(SweepRun(**json.loads(state.read_text())["mlflow"]))
         else:
-            self.run = self._start(source, artifact_root)
+            self.run = self._start(start.source, start.artifact_root)
             sweep_dir.mkdir(parents=True, exist_ok=True)
             state.write_text(json.dumps({"mlflow": self.run.__dict__}))
-        self.resumed = resume
+        self.resumed = start.resume
         self.callback = MlflowNesting(
             self.run, config.objective.metric, config.objective.mode, config.name, sweep_dir / SPOOL_NAME,
-            resume=resume,
+            resume=start.resume,
         )
         self.outbox = self.callback.outbox
 
@@ -177,6 +140,21 @@ class MlflowTracker:
         """Logs progress figures on the parent run at ``step`` (the forecast: seconds since the start)."""
         now = int(time.time() * 1000)
         self.callback.queue("sweep", metrics=[(k, float(v), now, step) for k, v in metrics.items() if finite(v)])
+
+    def mark_interrupted(self) -> None:
+        """Ctrl-C or SIGTERM is stopping the sweep: trials Tune stops now stay open for :meth:`interrupt`."""
+        self.callback.mark_interrupted()
+
+    def open_trials(self) -> list[str]:
+        """Trials whose nested run was started (or reopened) and not closed."""
+        return self.callback.open_trials()
+
+    def unsent_note(self, pending: int) -> str:
+        """Where ``pending`` unsent writes are kept and the command that sends them."""
+        return (
+            f"mlflow: {pending} writes could not be sent to {masked(self.uri)}; kept in "
+            f"{self.outbox.spool_path}; run 'hpo sync {self.config.name}' when the server is back"
+        )
 
     def fail(self) -> None:
         """Tags the parent run failed and closes it."""

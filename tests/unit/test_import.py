@@ -43,7 +43,7 @@ LAYERS = [
     {"search", "trial", "tracking", "cluster", "repeats", "interrupt", "driver"},
     {"data", "models", "compat", "stack_check"},
     {"config", "kinds", "cutoffs", "objective", "stats", "options", "storage", "object_store", "errors",
-     "_env", "trial.protocol", "writable", "sweep_summary"},
+     "_env", "trial.protocol", "writable", "sweep_summary", "data.sources"},
 ]
 
 
