@@ -16,12 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from hpo.config import SweepConfig
-from hpo.errors import ConfigError
 from hpo.object_store import error_status
 from hpo.objective import best_value, configuration_key, reaches_goal, repeats_reach_goal
-from hpo.options import summary_path
 from hpo.stats import Comparison, compare
-from hpo.storage import Storage, checkpoint_uri
+from hpo.storage import checkpoint_uri
 from hpo.sweep_summary import (
     SCHEMA_VERSION,
     Best,

@@ -15,7 +15,6 @@ from typing import Any
 from hpo.config import SweepConfig
 from hpo.config.tracking_uri import masked
 from hpo.objective import configuration_key
-from hpo.storage import Storage
 from hpo.sweep_summary import Goal, Statistics, SweepSummary
 from hpo.tracking import best_model
 from hpo.tracking.nesting import MlflowNesting

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+from pathlib import Path
 
 import pytest
 
@@ -103,8 +104,8 @@ def test_hpo_sync_without_a_spool_sends_nothing_and_leaves_the_summary(tmp_path)
 
     sweep_dir = tmp_path / "runs" / "quiet"
     sweep_dir.mkdir(parents=True)
-    summary = {"name": "quiet", "trials": [], "mlflow": {"uri": "http://127.0.0.1:9", "experiment_id": "1",
-                                                         "parent_run_id": "p"}}
+    summary = json.loads((Path(__file__).parent / "fixtures" / "summary_v0_grid.json").read_text())
+    summary["mlflow"] = {"uri": "http://127.0.0.1:9", "experiment_id": "1", "parent_run_id": "p"}
     (sweep_dir / "summary.json").write_text(json.dumps(summary))
     before = (sweep_dir / "summary.json").stat().st_mtime_ns
     assert sync_sweep(Storage.parse(tmp_path / "runs"), "quiet") == (0, 0)
