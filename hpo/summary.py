@@ -21,9 +21,10 @@ from hpo.config.tracking_uri import masked
 from hpo.errors import ConfigError
 from hpo.objective import best_value, configuration_key, reaches_goal, repeats_reach_goal
 from hpo.options import summary_path
+from hpo.results import REPEAT_KEY, SCORED_STATUSES, epochs_of, trial_status
 from hpo.stats import Comparison, compare
 from hpo.storage import Storage, checkpoint_uri, write_text_atomic
-from hpo.trial.protocol import REPEAT_KEY, SCORED_STATUSES, TrialRow, epochs_of, trial_failure_line, trial_status
+from hpo.trial.protocol import TrialRow, trial_failure_line
 
 SweepStatus = Literal["finished", "interrupted"]
 

@@ -27,8 +27,9 @@ import numpy as np
 import ray
 
 from hpo.objective import reaches_goal
+from hpo.results import REPEAT_KEY
 from hpo.trial.backend import WARM_POOL, Channel, PooledGroup
-from hpo.trial.protocol import REPEAT_KEY, EpochCheckpoint, EpochReport, TrialStarted
+from hpo.trial.protocol import EpochCheckpoint, EpochReport, TrialStarted
 from hpo.trial.spec import TrialSpec
 
 #: Standard deviation of the per-epoch noise on the accuracy curve.

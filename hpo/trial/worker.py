@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from hpo import compat
+from hpo.results import REPEAT_KEY
 from hpo.trial.affinity import worker_claim
-from hpo.trial.protocol import REPEAT_KEY
 from hpo.trial.spec import TRAINER_PARAMS, TrialSpec, optimizer_config, resolve_model
 
 #: Horovod's idle cycle (ms) on CPU workers unless HOROVOD_CYCLE_TIME is set. With hpo's Horovod patch a
