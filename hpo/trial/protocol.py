@@ -34,8 +34,12 @@ class TrialStarted:
 class EpochCheckpoint:
     """What a resumed trial needs: training state plus the weights (Ray object refs, or arrays once fetched).
 
+    Rank 0 sends one with each epoch; the trial driver writes it into the Tune checkpoint and reads it back
+    (weights as arrays) for the attempt that resumes from it, which gets it as its ``resume`` argument.
+
     Attributes:
-        state: ``{"epoch": n, "early_stopping": {"best", "wait", "best_epoch"}}``.
+        state: ``{"epoch": n, "early_stopping": {"best", "wait", "best_epoch"}}`` (``state.json`` of the
+            checkpoint).
         weights: The model's weights after this epoch.
         best_weights: EarlyStopping's best weights, if they are not this epoch's (else None).
     """
@@ -43,6 +47,21 @@ class EpochCheckpoint:
     state: dict[str, Any]
     weights: Any
     best_weights: Any = None
+
+    @property
+    def epoch(self) -> int:
+        """The epochs trained when the checkpoint was taken: where a resumed trial starts."""
+        return int(self.state.get("epoch", 0) or 0)
+
+    @property
+    def early_stopping(self) -> dict[str, Any] | None:
+        """EarlyStopping's ``best``, ``wait`` and ``best_epoch`` at the checkpoint (None if not recorded)."""
+        return self.state.get("early_stopping") or None
+
+    @property
+    def best_or_last_weights(self) -> Any:
+        """EarlyStopping's best weights: :attr:`best_weights`, else this epoch's (it was the best one)."""
+        return self.weights if self.best_weights is None else self.best_weights
 
 
 @dataclass(frozen=True)
