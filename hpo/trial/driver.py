@@ -41,7 +41,13 @@ STOP_GRACE_S = 15
 
 @dataclass(frozen=True)
 class BackendKind:
-    """A ``trial.backend``: how a trial gets its group of workers, and the function every rank runs."""
+    """A ``trial.backend``: how a trial gets its group of workers, and the function every rank runs.
+
+    Attributes:
+        acquire: The trial's group of workers (new, or warm from an earlier trial).
+        worker: ``worker(spec, params, channel, resume)``, run by every rank; ``resume`` is the
+            :class:`~hpo.trial.protocol.EpochCheckpoint` a retried trial continues from (None: a fresh start).
+    """
 
     acquire: Callable[[TrialSpec], backends.Backend]
     worker: Callable[..., dict[str, Any]]
