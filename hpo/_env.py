@@ -60,11 +60,13 @@ def apply() -> dict[str, str]:
 def applied() -> Iterator[dict[str, str]]:
     """:func:`apply` for the duration of a block (a sweep run from Python), then the caller's process as it was.
 
+    The environment variables, warning filters and log levels (Optuna's verbosity included) are put back.
+
     Yields:
         The effective values of the hpo variables.
     """
     added = [key for key in WORKER_ENV if key not in os.environ]
-    loggers = {name: logging.getLogger(name).level for name in _LOGGERS}
+    loggers = {name: logging.getLogger(name).level for name in (*_LOGGERS, *_SWEEP_LOGGERS)}
     with warnings.catch_warnings():
         try:
             yield apply()
@@ -77,3 +79,6 @@ def applied() -> Iterator[dict[str, str]]:
 
 #: Loggers :func:`apply` quiets.
 _LOGGERS = ("alembic", "ray.tune")
+#: Loggers a sweep sets the level of while it runs (Optuna's verbosity: the Optuna searchers set it to WARNING),
+#: put back by :func:`applied` as well.
+_SWEEP_LOGGERS = ("optuna",)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from hpo import _env
-from hpo.config import SweepConfig, load_sweep
+from hpo.config import SweepConfig, load_sweep, option_overrides
 from hpo.options import DEFAULT_STORAGE, RunOptions, Storage, WarmStart
 from hpo.summary import TuneResult
 from hpo.sweep_summary import SweepSummary
@@ -31,17 +31,6 @@ def _load(sweep: str | Path | SweepConfig, overrides: dict[str, Any]) -> tuple[S
             apply_override(data, key, value, source)
         return parse_sweep(data, source), source
     return load_sweep(sweep, overrides), source
-
-
-def _overrides(num_samples: int | None, name: str | None, mlflow_uri: str | None) -> dict[str, Any]:
-    overrides: dict[str, Any] = {}
-    if num_samples is not None:
-        overrides["search.num_samples"] = num_samples
-    if name is not None:
-        overrides["name"] = name
-    if mlflow_uri is not None:
-        overrides["tracking.mlflow_uri"] = mlflow_uri
-    return overrides
 
 
 def tune(
@@ -101,7 +90,7 @@ def tune(
         storage, address, resume, console if progress else None,
         WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode), overwrite=overwrite,
     )
-    return run(sweep, options, overrides=_overrides(num_samples, name, mlflow_uri))
+    return run(sweep, options, overrides=option_overrides(num_samples, name, mlflow_uri))
 
 
 def run(sweep: str | Path | SweepConfig, options: RunOptions, overrides: dict[str, Any] | None = None) -> TuneResult:
@@ -159,7 +148,7 @@ def repeat(
     SweepSummary.load(storage, name)  # finished: the best configurations are known
     config = repeat_config(load_config(storage, name), top, repeats, new_name)
     options = RunOptions(storage, address, False, console, WarmStart(name, top, "reevaluate"))
-    return run(config, options, overrides=_overrides(None, None, mlflow_uri))
+    return run(config, options, overrides=option_overrides(mlflow_uri=mlflow_uri))
 
 
 def tune_partitions(
@@ -202,7 +191,7 @@ def tune_partitions(
     """
     return run_partitioned(
         sweep, options or RunOptions(), partitions=partitions, partition_by=partition_by,
-        overrides=_overrides(num_samples, name, mlflow_uri),
+        overrides=option_overrides(num_samples, name, mlflow_uri),
     )
 
 
@@ -213,8 +202,18 @@ def run_partitioned(
     partitions: Mapping[str, str] | Sequence[str] | None = None,
     partition_by: str | None = None,
     overrides: dict[str, Any] | None = None,
+    partitions_option: str = "partitions",
 ) -> dict[str, TuneResult]:
-    """Runs one sweep per partition with ready-made options (what :func:`tune_partitions` and the CLI call)."""
+    """Runs one sweep per partition with ready-made options (what :func:`tune_partitions` and the CLI call).
+
+    Args:
+        sweep: A sweep file path or a :class:`SweepConfig`.
+        options: How to run each partition.
+        partitions: Partition name → data URL, or ``[NAME=]URL`` strings (see :func:`tune_partitions`).
+        partition_by: A column of ``data.train`` to split by.
+        overrides: Dotted sweep-file keys to replace.
+        partitions_option: What error messages call ``partitions`` (the CLI: ``--partition``).
+    """
     from hpo.errors import ConfigError
     from hpo.partition import named_urls, run_partitions, split
 
@@ -225,7 +224,7 @@ def run_partitioned(
             raise ConfigError(f"{where}: partition_by: cannot be combined with partitions; pass one of them")
         if isinstance(partitions, str) or not isinstance(partitions, (Mapping, Sequence)):
             raise ConfigError(f"{where}: partitions: expected a mapping name → URL or a list of URLs; pass one")
-        overrides["data.partitions"] = named_urls(partitions, where, "partitions")
+        overrides["data.partitions"] = named_urls(partitions, where, partitions_option)
         overrides["data.train"] = None
     config, source = _load(sweep, overrides)
     parts = split(config, partition_by=partition_by, storage=options.storage, source=source)

@@ -1,4 +1,4 @@
-"""Every use of a private API of Ray, Optuna (through Ray's ``OptunaSearch``), MLflow, Horovod and TensorFlow.
+"""Every private API hpo uses: Ray, Optuna (through Ray's ``OptunaSearch``), MLflow, Horovod, Petastorm, TensorFlow.
 
 These are the reason the stack is pinned exactly. Each accessor names the version it was checked
 against (:data:`CHECKED`); ``tests/unit/test_compat.py`` checks every one against the installed
@@ -13,7 +13,14 @@ from collections.abc import Iterator
 from typing import Any
 
 #: The versions every accessor below was checked against.
-CHECKED = {"ray": "2.60.0", "optuna": "5.0.0", "mlflow": "3.17.2", "horovod": "0.28.1", "tensorflow": "2.21.0"}
+CHECKED = {
+    "ray": "2.60.0",
+    "optuna": "5.0.0",
+    "mlflow": "3.17.2",
+    "horovod": "0.28.1",
+    "petastorm": "0.13.1",
+    "tensorflow": "2.21.0",
+}
 
 
 # -- Ray Tune schedulers (ray 2.60.0) ---------------------------------------------------------------
@@ -316,6 +323,23 @@ def horovod_rendezvous_on(address: str) -> Iterator[None]:
         yield
     finally:
         http_server.find_port, ray.util.get_node_ip_address = original_find_port, original_ip
+
+
+# -- Petastorm (0.13.1, patched: patches/petastorm-0.13.1.patch) --------------------------------------
+
+
+def dummy_pool_queues(pool: Any) -> tuple[list[Any], list[Any]]:
+    """A ``petastorm.workers_pool.dummy_pool.DummyPool``'s queues: ventilated items, decoded results.
+
+    Both are lists made once by the pool's constructor and mutated in place (``pop(0)`` takes the oldest):
+    ``ventilate`` appends ``(args, kwargs)`` to the first, the worker's publish function appends to the second.
+    """
+    return pool._ventilator_queue, pool._results_queue
+
+
+def dummy_pool_worker_and_ventilator(pool: Any) -> tuple[Any, Any]:
+    """A started ``DummyPool``'s worker (``process(*args, **kwargs)``) and its ventilator (None without one)."""
+    return pool._worker, pool._ventilator
 
 
 # -- Ray core (2.60.0) ---------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import numbers
 from collections.abc import Iterable
 from typing import Any
 
-from hpo.trial.protocol import REPEAT_KEY
+from hpo.results import REPEAT_KEY
 
 
 def is_number(value: object) -> bool:

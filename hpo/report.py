@@ -24,9 +24,9 @@ from hpo.errors import ConfigError
 from hpo.objective import best_value, better, configuration_key
 from hpo.options import summary_path
 from hpo.repeats import load_config
+from hpo.results import EPOCH_KEY, FINISHED_KEY, SCORED_STATUSES, TOTAL_TIME_KEY, is_hidden_param
 from hpo.storage import Storage, write_text_atomic
 from hpo.sweep_summary import Statistics, SweepSummary
-from hpo.trial.protocol import EPOCH_KEY, FINISHED_KEY, SCORED_STATUSES
 
 #: The page title's start: how an existing file is recognised as a report hpo wrote.
 TITLE = "hpo sweep report"
@@ -102,11 +102,11 @@ def _trial_files(storage: Storage, name: str, metric: str) -> dict[str, tuple[di
             continue
         trial_id = info.base_name.split("_")[2]
         params = json.loads(_read(filesystem, f"{info.path}/params.json") or "{}")
-        params = {k: v for k, v in params.items() if not k.startswith("__")}
+        params = {k: v for k, v in params.items() if not is_hidden_param(k)}
         rows = list(csv.DictReader(io.StringIO(_read(filesystem, f"{info.path}/progress.csv") or "")))
         curve = [(int(float(r[EPOCH_KEY])), float(r[metric])) for r in rows if r.get(metric) and r.get(EPOCH_KEY)]
         finished = bool(rows) and rows[-1].get(FINISHED_KEY) == "True"
-        seconds = float(rows[-1]["time_total_s"]) if rows and rows[-1].get("time_total_s") else None
+        seconds = float(rows[-1][TOTAL_TIME_KEY]) if rows and rows[-1].get(TOTAL_TIME_KEY) else None
         out[trial_id] = (params, "completed" if finished else "running", curve, seconds)
     return out
 

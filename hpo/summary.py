@@ -18,6 +18,7 @@ from typing import Any
 from hpo.config import SweepConfig
 from hpo.object_store import error_status
 from hpo.objective import best_value, configuration_key, reaches_goal, repeats_reach_goal
+from hpo.results import REPEAT_KEY, SCORED_STATUSES, epochs_of, trial_status
 from hpo.stats import Comparison, compare
 from hpo.storage import checkpoint_uri
 from hpo.sweep_summary import (
@@ -29,7 +30,7 @@ from hpo.sweep_summary import (
     SweepStatus,
     SweepSummary,
 )
-from hpo.trial.protocol import REPEAT_KEY, SCORED_STATUSES, TrialRow, epochs_of, trial_failure_line, trial_status
+from hpo.trial.protocol import TrialRow, trial_failure_line
 
 
 @dataclass

@@ -18,10 +18,10 @@ from hpo.preflight import check_fits_cluster, preflight
 from hpo.ray_session import start_ray, stop_ray
 from hpo.repeats import save_config
 from hpo.rerun import prepare_rerun
+from hpo.results import ENDED_TUNE_STATUSES
 from hpo.summary import TuneResult, build_summary, failure_line, goal_status, trial_rows
 from hpo.sweep_summary import SweepSummary
 from hpo.tracking.tracker import Tracker, TrackerStart
-from hpo.trial.protocol import ENDED_TUNE_STATUSES
 from hpo.trial.spec import TrialSpec
 from hpo.tuner import build_tuner, can_restore
 

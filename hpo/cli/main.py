@@ -143,7 +143,8 @@ def tune(
 
     With --partition-by, --partition or data.partitions in the file: one sweep per partition.
     """
-    from hpo.api import _overrides, run
+    from hpo.api import run
+    from hpo.config import option_overrides
     from hpo.options import RunOptions, WarmStart
 
     if partition_by and partition:
@@ -153,7 +154,7 @@ def tune(
     warm = WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode)
     mode = "json" if json_progress else "off" if quiet else "auto"
     options = RunOptions(storage, address, resume, None if quiet else console, warm, overwrite=overwrite, progress=mode)
-    overrides = set_overrides(file, sets) | _overrides(num_samples, name, mlflow_uri)
+    overrides = set_overrides(file, sets) | option_overrides(num_samples, name, mlflow_uri)
     if partition_by or partition or _lists_partitions(file):
         _tune_partitions(file, options, overrides, partition_by, partition)
         return
@@ -171,10 +172,9 @@ def _tune_partitions(
 ) -> None:
     """``hpo tune`` of a partitioned sweep: one sweep per partition, a summary each."""
     from hpo.api import run_partitioned
-    from hpo.partition import named_urls
 
-    urls = named_urls(partition, str(file)) if partition else None
-    results = run_partitioned(file, options, partitions=urls, partition_by=partition_by, overrides=overrides)
+    results = run_partitioned(file, options, partitions=partition or None, partition_by=partition_by,
+                              overrides=overrides, partitions_option="--partition")
     for part in results.values():
         _print_summary(part.sweep_summary)
         console.print(f"summary: {part.summary_path}", highlight=False)
@@ -233,13 +233,12 @@ def validate(
 
     A sweep with data.partitions is checked partition by partition (one line each).
     """
-    from hpo.api import _overrides
-    from hpo.config import load_sweep
+    from hpo.config import load_sweep, option_overrides
     from hpo.partition import by_urls
     from hpo.preflight import preflight
     from hpo.search.budget import planned_trials
 
-    config = load_sweep(file, set_overrides(file, sets) | _overrides(None, None, mlflow_uri))
+    config = load_sweep(file, set_overrides(file, sets) | option_overrides(mlflow_uri=mlflow_uri))
     parts = by_urls(config) if config.data.partitions else [(None, config)]
     checked = []
     for label, part in parts:

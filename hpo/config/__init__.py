@@ -7,7 +7,7 @@ parameters), :mod:`~hpo.config.schema` (:class:`SweepConfig` and cross-section c
 
 from __future__ import annotations
 
-from hpo.config.loading import apply_override, load_sweep, parse_sweep, read_yaml, yaml_value
+from hpo.config.loading import apply_override, load_sweep, option_overrides, parse_sweep, read_yaml, yaml_value
 from hpo.config.schema import SweepConfig
 from hpo.config.sections import (
     CacheConfig,
@@ -41,6 +41,7 @@ __all__ = [
     "apply_override",
     "default_metrics",
     "load_sweep",
+    "option_overrides",
     "parse_sweep",
     "partition_label",
     "read_yaml",

@@ -273,6 +273,27 @@ def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None) -> Swe
     return parse_sweep(data, source)
 
 
+def option_overrides(
+    num_samples: int | None = None, name: str | None = None, mlflow_uri: str | None = None
+) -> dict[str, Any]:
+    """The dotted sweep-file keys that the ``num_samples``, ``name`` and ``mlflow_uri`` options replace.
+
+    ``hpo tune --num-samples/--name/--mlflow-uri`` and ``hpo.tune(num_samples=, name=, mlflow_uri=)``
+    override the file the same way; an option left at None overrides nothing.
+
+    Returns:
+        E.g. ``{"search.num_samples": 4}``, for :func:`load_sweep`.
+    """
+    overrides: dict[str, Any] = {}
+    if num_samples is not None:
+        overrides["search.num_samples"] = num_samples
+    if name is not None:
+        overrides["name"] = name
+    if mlflow_uri is not None:
+        overrides["tracking.mlflow_uri"] = mlflow_uri
+    return overrides
+
+
 def apply_override(data: dict[str, Any], dotted: str, value: Any, source: str = "<sweep>") -> None:
     """Sets ``data[a][b] = value`` for ``dotted == "a.b"``, creating mappings on the way.
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from hpo import compat
 from hpo.data.fs import arrow_filesystem
 
 #: Seconds between checks for the next queued row group.
@@ -37,18 +38,20 @@ def inline_pool_class() -> type:
             Raises:
                 EmptyResultError: When the ventilator has no more row groups (end of the reader's epochs).
             """
-            while not self._results_queue:
-                if self._ventilator_queue:
-                    args, kwargs = self._ventilator_queue.pop(0)
-                    self._worker.process(*args, **kwargs)
-                    if self._ventilator:
-                        self._ventilator.processed_item()
-                elif self._ventilator is None or self._ventilator.completed():
-                    if not self._ventilator_queue:  # the last item may have arrived just before completion
+            items, results = compat.dummy_pool_queues(self)
+            worker, ventilator = compat.dummy_pool_worker_and_ventilator(self)
+            while not results:
+                if items:
+                    args, kwargs = items.pop(0)
+                    worker.process(*args, **kwargs)
+                    if ventilator:
+                        ventilator.processed_item()
+                elif ventilator is None or ventilator.completed():
+                    if not items:  # the last item may have arrived just before completion
                         raise EmptyResultError()
                 else:
                     time.sleep(POLL_S)
-            return self._results_queue.pop(0)
+            return results.pop(0)
 
     return InlinePool
 

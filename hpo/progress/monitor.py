@@ -27,8 +27,9 @@ from hpo.progress.journal import Journal, sweep_event
 from hpo.progress.live import Snapshot, SweepProgress, TrialLine
 from hpo.progress.storage_watch import StorageWatch
 from hpo.progress.views import Header, View
+from hpo.results import EPOCH_KEY, EPOCH_TIME_KEY, ITERATION_KEY, REPEAT_KEY, trial_status
 from hpo.storage import write_text_atomic
-from hpo.trial.protocol import EPOCH_KEY, REPEAT_KEY, trial_error_line, trial_status
+from hpo.trial.protocol import trial_error_line
 
 logger = logging.getLogger(__name__)
 
@@ -144,8 +145,8 @@ class SweepMonitor(Callback):
         track = self.progress.start(trial.trial_id)
         self.reported_at[trial.trial_id] = time.time()
         first = not track.values
-        epoch = int(result.get(EPOCH_KEY, result.get("training_iteration", len(track.values) + 1)) or 0)
-        self.progress.result(trial.trial_id, epoch, result.get(self.progress.metric), result.get("epoch_time_s"))
+        epoch = int(result.get(EPOCH_KEY, result.get(ITERATION_KEY, len(track.values) + 1)) or 0)
+        self.progress.result(trial.trial_id, epoch, result.get(self.progress.metric), result.get(EPOCH_TIME_KEY))
         self._tick(force=first, event=(trial.trial_id, "first_epoch", "") if first else None)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:

@@ -30,10 +30,10 @@ from hpo.config import SweepConfig
 from hpo.kinds import WarmPoints
 from hpo.objective import best_value
 from hpo.options import WarmStartMode
+from hpo.results import DIVERGED_KEY, FINISHED_KEY
 from hpo.search.budget import TIME_ATTR
 from hpo.search.space import SearchSpace
 from hpo.search.warmstart import seed_study
-from hpo.trial.protocol import DIVERGED_KEY, FINISHED_KEY
 
 logger = logging.getLogger(__name__)
 

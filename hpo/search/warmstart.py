@@ -10,9 +10,9 @@ from hpo.config import SweepConfig
 from hpo.errors import ConfigError
 from hpo.objective import configuration_key
 from hpo.options import WarmStartMode
+from hpo.results import SCORED_STATUSES
 from hpo.search.space import SearchSpace
 from hpo.sweep_summary import SweepSummary
-from hpo.trial.protocol import SCORED_STATUSES
 
 
 def previous_best(summary_path: Path, config: SweepConfig, k: int) -> list[tuple[dict[str, Any], float]]:

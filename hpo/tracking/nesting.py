@@ -20,18 +20,20 @@ from typing import Any
 from ray.tune import Callback
 
 from hpo.object_store import error_status
-from hpo.tracking.outbox import SPOOL_NAME, Outbox
-from hpo.tracking.runs import SweepRun, finite, trial_run_ids
-from hpo.trial.protocol import (
+from hpo.results import (
     BOOKKEEPING_KEYS,
     EFFECTIVE_KEYS,
+    EPOCH_KEY,
+    ITERATION_KEY,
     REPEAT_KEY,
     epochs_of,
     finished,
     stop_reason,
-    trial_error_line,
     trial_status,
 )
+from hpo.tracking.outbox import SPOOL_NAME, Outbox
+from hpo.tracking.runs import SweepRun, finite, trial_run_ids
+from hpo.trial.protocol import trial_error_line
 
 
 class MlflowNesting(Callback):
@@ -154,7 +156,7 @@ class MlflowNesting(Callback):
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         """Logs one epoch's metrics (step = epoch); the effective LR and global batch as params."""
-        step = int(result.get("epoch", result.get("training_iteration", 0)))
+        step = int(result.get(EPOCH_KEY, result.get(ITERATION_KEY, 0)))
         if step <= self._last_step.get(trial.trial_id, 0):
             return  # already logged before the sweep or the trial was resumed
         self._last_step[trial.trial_id] = step
@@ -165,7 +167,7 @@ class MlflowNesting(Callback):
             if key not in BOOKKEEPING_KEYS and finite(value)
         ]
         params = {}
-        if step == 1 or result.get("training_iteration") == 1:
+        if step == 1 or result.get(ITERATION_KEY) == 1:
             params = {k: str(result[k]) for k in EFFECTIVE_KEYS if k in result}
         self.queue(f"trial:{trial.trial_id}", metrics=metrics, params=params)
 

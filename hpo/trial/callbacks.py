@@ -52,24 +52,22 @@ class ResumableEarlyStopping(keras.callbacks.EarlyStopping):
     """Keras' EarlyStopping whose best value, wait counter and best weights survive a resume.
 
     Args:
-        resume: The checkpoint a resumed trial starts from (``state.early_stopping``, ``weights``,
-            ``best_weights``), or None.
+        resume: The checkpoint a resumed trial starts from (its ``early_stopping`` state and best
+            weights), or None.
         **kwargs: EarlyStopping's arguments.
     """
 
-    def __init__(self, resume: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, resume: EpochCheckpoint | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.resume = resume
 
     def on_train_begin(self, logs: Any = None) -> None:
         """Starts as Keras does, then takes the checkpoint's state."""
         super().on_train_begin(logs)
-        resume = self.resume or {}
-        state = resume.get("early_stopping")
+        state = self.resume.early_stopping if self.resume is not None else None
         if state:
             self.best, self.wait, self.best_epoch = state["best"], state["wait"], state["best_epoch"]
-            # No separate best weights in the checkpoint: the checkpoint epoch was the best one.
-            self.best_weights = resume.get("best_weights") or resume["weights"]
+            self.best_weights = self.resume.best_or_last_weights
 
     def state(self) -> dict[str, Any]:
         """The checkpoint's ``early_stopping`` entry."""

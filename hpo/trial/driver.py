@@ -42,7 +42,13 @@ STOP_GRACE_S = 15
 
 @dataclass(frozen=True)
 class BackendKind:
-    """A ``trial.backend``: how a trial gets its group of workers, and the function every rank runs."""
+    """A ``trial.backend``: how a trial gets its group of workers, and the function every rank runs.
+
+    Attributes:
+        acquire: The trial's group of workers (new, or warm from an earlier trial).
+        worker: ``worker(spec, params, channel, resume)``, run by every rank; ``resume`` is the
+            :class:`~hpo.trial.protocol.EpochCheckpoint` a retried trial continues from (None: a fresh start).
+    """
 
     acquire: Callable[[TrialSpec], backends.Backend]
     worker: Callable[..., dict[str, Any]]
@@ -73,34 +79,45 @@ def placement(spec: TrialSpec) -> tune.PlacementGroupFactory:
     return tune.PlacementGroupFactory([{}] + [dict(worker) for _ in range(spec.workers)], strategy="PACK")
 
 
+def write_checkpoint(path: Path, ckpt: EpochCheckpoint) -> None:
+    """Writes an epoch checkpoint whose weights are arrays into directory ``path``.
+
+    Files: ``state.json`` (:attr:`EpochCheckpoint.state`), ``weights.npz`` and, when EarlyStopping's best
+    weights are not this epoch's, ``best_weights.npz``.
+    """
+    np.savez(path / "weights.npz", *ckpt.weights)
+    if ckpt.best_weights is not None:
+        np.savez(path / "best_weights.npz", *ckpt.best_weights)
+    (path / "state.json").write_text(json.dumps(ckpt.state))
+
+
+def read_checkpoint(path: Path) -> EpochCheckpoint:
+    """The checkpoint :func:`write_checkpoint` wrote into directory ``path``, weights as arrays."""
+
+    def arrays(name: str) -> list[np.ndarray] | None:
+        if not (path / name).exists():
+            return None
+        with np.load(path / name) as data:
+            return [data[f"arr_{i}"] for i in range(len(data.files))]
+
+    state = json.loads((path / "state.json").read_text())
+    return EpochCheckpoint(state=state, weights=arrays("weights.npz"), best_weights=arrays("best_weights.npz"))
+
+
 def _save_checkpoint(ckpt: EpochCheckpoint) -> tune.Checkpoint:
     """Writes rank 0's epoch checkpoint (weights fetched from the object store) to a new directory."""
     path = Path(tempfile.mkdtemp(prefix="hpo-ckpt-"))
-    np.savez(path / "weights.npz", *ray.get(ckpt.weights))
-    if ckpt.best_weights is not None:
-        np.savez(path / "best_weights.npz", *ray.get(ckpt.best_weights))
-    (path / "state.json").write_text(json.dumps(ckpt.state))
+    best = None if ckpt.best_weights is None else ray.get(ckpt.best_weights)
+    write_checkpoint(path, EpochCheckpoint(ckpt.state, ray.get(ckpt.weights), best))
     return tune.Checkpoint.from_directory(str(path))
 
 
-def _load_checkpoint(checkpoint: tune.Checkpoint | None) -> dict[str, Any] | None:
+def _load_checkpoint(checkpoint: tune.Checkpoint | None) -> EpochCheckpoint | None:
     """Reads a checkpoint written by :func:`_save_checkpoint` (None: start from epoch 0)."""
     if checkpoint is None:
         return None
     with checkpoint.as_directory() as path:
-        path = Path(path)
-
-        def arrays(name: str) -> list[np.ndarray] | None:
-            if not (path / name).exists():
-                return None
-            with np.load(path / name) as data:
-                return [data[f"arr_{i}"] for i in range(len(data.files))]
-
-        return {
-            "state": json.loads((path / "state.json").read_text()),
-            "weights": arrays("weights.npz"),
-            "best_weights": arrays("best_weights.npz"),
-        }
+        return read_checkpoint(Path(path))
 
 
 def run_trial(spec: TrialSpec, params: dict[str, Any]) -> None:
@@ -132,7 +149,7 @@ def _stream(
     hyper: dict[str, Any],
     started: float,
     warm: bool,
-    resume: dict[str, Any] | None,
+    resume: EpochCheckpoint | None,
 ) -> int:
     """Relays rank 0's messages to Tune until the last epoch (or a worker failure).
 
@@ -158,7 +175,7 @@ def _stream(
             context = TrialContext(
                 startup_s=(first_epoch_at - started) if first_epoch_at else None,
                 warm_start=warm,
-                resumed_from_epoch=int(resume["state"]["epoch"]) if resume else 0,
+                resumed_from_epoch=resume.epoch if resume else 0,
                 settings=hyper,
             )
             metrics = epoch_result(msg, context, time.time())

@@ -1,60 +1,26 @@
-"""What crosses a process boundary in a trial, and the keys of the results Tune records.
+"""What crosses a process boundary in a trial, and how it becomes the result Tune records.
 
 Rank 0 of a trial sends :class:`TrialStarted` once and an :class:`EpochReport` per epoch to the trial
 driver (through the backend's channel actor); the driver turns each report into one Tune result
 (:func:`epoch_result`), which the scheduler, the searcher, MLflow tracking, the console and
-``summary.json`` read back with the keys defined here. How a trial ended (:func:`trial_status`,
-:func:`stop_reason`) is decided here once, from its last result.
+``summary.json`` read back with the keys of :mod:`hpo.results`.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-#: Config key Tune's Repeater sets on each trial: its repeat index (0..repeats-1).
-REPEAT_KEY = "__trial_index__"
-#: Result key every epoch report carries: True on a trial's last epoch (max_epochs, patience or goal), so a
-#: trial that ended without it was stopped by the scheduler (or with the whole sweep).
-FINISHED_KEY = "trial_finished"
-#: The epoch a result is about (1-based); MLflow's step.
-EPOCH_KEY = "epoch"
-#: Result key: True on the epoch whose loss (or objective) became NaN or infinite; training ended there.
-DIVERGED_KEY = "diverged"
-#: The trial's effective training settings, reported with every epoch; MLflow logs them once, as params.
-EFFECTIVE_KEYS = ("effective_learning_rate", "global_batch_size", "steps_per_epoch", "validation_steps")
-#: Result keys that describe the run, not the model: MLflow does not log them as metrics.
-BOOKKEEPING_KEYS = frozenset(
-    {
-        *EFFECTIVE_KEYS,
-        FINISHED_KEY,
-        EPOCH_KEY,
-        DIVERGED_KEY,
-        "warm_start",
-        "resumed_from_epoch",
-        "stopped_by_patience",
-        "stopped_by_goal",
-        "startup_s",
-        "epoch_end_time",
-        "checkpointed",
-        # Tune's own
-        "done",
-        "training_iteration",
-        "time_this_iter_s",
-        "time_total_s",
-        "timestamp",
-        "time_since_restore",
-        "iterations_since_restore",
-        "pid",
-        "node_ip",
-    }
+from hpo.results import (
+    DIVERGED_KEY,
+    EFFECTIVE_KEYS,
+    EPOCH_KEY,
+    EPOCH_TIME_KEY,
+    FINISHED_KEY,
+    STOPPED_BY_GOAL_KEY,
+    STOPPED_BY_PATIENCE_KEY,
+    TrialStatus,
 )
-
-TrialStatus = Literal["completed", "stopped_early", "diverged", "failed", "interrupted"]
-#: Tune statuses of a trial that had ended when the sweep stopped (any other was running or waiting).
-ENDED_TUNE_STATUSES = ("TERMINATED", "ERROR")
-#: Statuses whose metric counts: a diverged or failed trial is never the best or the registered model.
-SCORED_STATUSES = ("completed", "stopped_early")
 
 
 @dataclass(frozen=True)
@@ -68,8 +34,12 @@ class TrialStarted:
 class EpochCheckpoint:
     """What a resumed trial needs: training state plus the weights (Ray object refs, or arrays once fetched).
 
+    Rank 0 sends one with each epoch; the trial driver writes it into the Tune checkpoint and reads it back
+    (weights as arrays) for the attempt that resumes from it, which gets it as its ``resume`` argument.
+
     Attributes:
-        state: ``{"epoch": n, "early_stopping": {"best", "wait", "best_epoch"}}``.
+        state: ``{"epoch": n, "early_stopping": {"best", "wait", "best_epoch"}}`` (``state.json`` of the
+            checkpoint).
         weights: The model's weights after this epoch.
         best_weights: EarlyStopping's best weights, if they are not this epoch's (else None).
     """
@@ -77,6 +47,21 @@ class EpochCheckpoint:
     state: dict[str, Any]
     weights: Any
     best_weights: Any = None
+
+    @property
+    def epoch(self) -> int:
+        """The epochs trained when the checkpoint was taken: where a resumed trial starts."""
+        return int(self.state.get("epoch", 0) or 0)
+
+    @property
+    def early_stopping(self) -> dict[str, Any] | None:
+        """EarlyStopping's ``best``, ``wait`` and ``best_epoch`` at the checkpoint (None if not recorded)."""
+        return self.state.get("early_stopping") or None
+
+    @property
+    def best_or_last_weights(self) -> Any:
+        """EarlyStopping's best weights: :attr:`best_weights`, else this epoch's (it was the best one)."""
+        return self.weights if self.best_weights is None else self.best_weights
 
 
 @dataclass(frozen=True)
@@ -140,9 +125,9 @@ def epoch_result(report: EpochReport, context: TrialContext, now: float) -> dict
             FINISHED_KEY: report.last,
             EPOCH_KEY: report.epoch,
             DIVERGED_KEY: report.diverged,
-            "epoch_time_s": report.epoch_time_s,
-            "stopped_by_patience": report.stopped_by_patience,
-            "stopped_by_goal": report.stopped_by_goal,
+            EPOCH_TIME_KEY: report.epoch_time_s,
+            STOPPED_BY_PATIENCE_KEY: report.stopped_by_patience,
+            STOPPED_BY_GOAL_KEY: report.stopped_by_goal,
             "startup_s": context.startup_s,
             "warm_start": context.warm_start,
             "resumed_from_epoch": context.resumed_from_epoch,
@@ -155,37 +140,6 @@ def epoch_result(report: EpochReport, context: TrialContext, now: float) -> dict
         }
     )
     return result
-
-
-def finished(result: dict[str, Any] | None) -> bool:
-    """True if a trial's (last) result says it trained to its own end."""
-    return bool((result or {}).get(FINISHED_KEY))
-
-
-def trial_status(last_result: dict[str, Any] | None, errored: bool) -> TrialStatus:
-    """How a trial ended: ``failed``, ``diverged`` (NaN/inf loss), ``completed`` or ``stopped_early`` (scheduler)."""
-    if errored:
-        return "failed"
-    if (last_result or {}).get(DIVERGED_KEY):
-        return "diverged"
-    return "completed" if finished(last_result) else "stopped_early"
-
-
-def stop_reason(last_result: dict[str, Any] | None) -> str:
-    """Why a trial that did not fail ended: diverged, goal, early_stopping_patience, max_epochs or scheduler."""
-    last = last_result or {}
-    if last.get(DIVERGED_KEY):
-        return "diverged"
-    if not finished(last):
-        return "scheduler"
-    if last.get("stopped_by_goal"):
-        return "goal"
-    return "early_stopping_patience" if last.get("stopped_by_patience") else "max_epochs"
-
-
-def epochs_of(result: dict[str, Any] | None) -> int:
-    """The epochs a trial trained, from its last result (0 without one)."""
-    return int((result or {}).get(EPOCH_KEY, 0) or 0)
 
 
 @dataclass

@@ -27,8 +27,9 @@ import numpy as np
 import ray
 
 from hpo.objective import reaches_goal
+from hpo.results import REPEAT_KEY
 from hpo.trial.backend import WARM_POOL, Channel, PooledGroup
-from hpo.trial.protocol import REPEAT_KEY, EpochCheckpoint, EpochReport, TrialStarted
+from hpo.trial.protocol import EpochCheckpoint, EpochReport, TrialStarted
 from hpo.trial.spec import TrialSpec
 
 #: Standard deviation of the per-epoch noise on the accuracy curve.
@@ -114,7 +115,7 @@ class EarlyStopping:
 
 
 def run_simulated(
-    spec: TrialSpec, params: dict[str, Any], channel: Any, resume: dict[str, Any] | None = None
+    spec: TrialSpec, params: dict[str, Any], channel: Any, resume: EpochCheckpoint | None = None
 ) -> dict[str, Any]:
     """Replays one trial's curve, reporting each epoch through ``channel`` as rank 0 would.
 
@@ -122,15 +123,14 @@ def run_simulated(
         spec: The sweep's trial spec (``simulated_epoch_s`` is the time one epoch takes).
         params: The trial's sampled parameters.
         channel: The group's :class:`~hpo.trial.backend.Channel` actor.
-        resume: The last checkpoint (``state``: epoch and early-stopping state), as the driver loads it.
+        resume: The last checkpoint (its epoch and early-stopping state), as the driver loads it.
 
     Returns:
         The per-rank facts the Horovod worker returns, for rank 0 (no model, no rows read).
     """
     curve = SyntheticCurve.for_trial(spec, params)
-    state = (resume or {}).get("state") or {}
-    initial = int(state.get("epoch", 0))
-    early = EarlyStopping(spec.objective_mode, spec.patience, spec.min_delta, state.get("early_stopping"))
+    initial = resume.epoch if resume else 0
+    early = EarlyStopping(spec.objective_mode, spec.patience, spec.min_delta, resume.early_stopping if resume else None)
     ray.get(channel.put.remote(TrialStarted(time.time())))
     for epoch in range(initial, spec.max_epochs):
         if ray.get(channel.should_stop.remote()):

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from hpo import compat
+from hpo.results import REPEAT_KEY
 from hpo.trial.affinity import worker_claim
-from hpo.trial.protocol import REPEAT_KEY
+from hpo.trial.protocol import EpochCheckpoint
 from hpo.trial.spec import TRAINER_PARAMS, TrialSpec, optimizer_config, resolve_model
 
 #: Horovod's idle cycle (ms) on CPU workers unless HOROVOD_CYCLE_TIME is set. With hpo's Horovod patch a
@@ -112,7 +113,7 @@ class StopPoller:
 
 
 def _callbacks(
-    spec: TrialSpec, hvd: Any, channel: Any, rank: int, resume: dict | None, steps_per_epoch: int
+    spec: TrialSpec, hvd: Any, channel: Any, rank: int, resume: EpochCheckpoint | None, steps_per_epoch: int
 ) -> tuple[list[Any], Any]:
     """Horovod broadcast + metric averaging, divergence, resumable EarlyStopping, goal, synced stop, rank 0's stream."""
     import ray
@@ -206,7 +207,7 @@ def run_worker(
     spec: TrialSpec,
     params: dict[str, Any],
     channel: Any,
-    resume: dict[str, Any] | None = None,
+    resume: EpochCheckpoint | None = None,
     record_ids: bool = True,
 ) -> dict[str, Any]:
     """Trains the trial's model on this rank's shard.
@@ -215,7 +216,7 @@ def run_worker(
         spec: The sweep's trial spec.
         params: This trial's sampled parameters.
         channel: The group's message actor (see ``hpo.trial.backend.Channel``).
-        resume: ``{"state": {...}, "weights": [...], "best_weights": [...]}`` from the last checkpoint.
+        resume: The last checkpoint, weights as arrays (None: a fresh start).
         record_ids: Return the row ids read per epoch (training shard), for audits.
 
     Returns:
@@ -240,12 +241,12 @@ def run_worker(
               "cache": spec.cache}
     train = ShardStream(spec.train, steps=hyper["steps_per_epoch"], record_ids=record_ids, **common)
     val = ShardStream(spec.validation, steps=hyper["validation_steps"], shuffle=False, **common)
-    initial_epoch = int(resume["state"]["epoch"]) if resume else 0
+    initial_epoch = resume.epoch if resume else 0
     train.epoch = val.epoch = initial_epoch  # a resumed trial continues the per-epoch shuffle sequence
 
     model = _build_model(spec, params, hyper, hvd, keras)
     if resume:
-        model.set_weights(resume["weights"])
+        model.set_weights(resume.weights)
     callbacks, synced = _callbacks(spec, hvd, channel, rank, resume, hyper["steps_per_epoch"])
     _fit(model, train, val, hyper, spec.max_epochs, initial_epoch, callbacks)
     return _result(rank, size, keras, model, initial_epoch, train, with_model=rank == 0 and not synced.requested)

@@ -14,7 +14,7 @@ from hpo.trial.callbacks import (
     ResumableEarlyStopping,
     SyncedStop,
 )
-from hpo.trial.protocol import EpochReport, TrialStarted
+from hpo.trial.protocol import EpochCheckpoint, EpochReport, TrialStarted
 
 X = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
 Y = (X[:, 0] > 0).astype("float32")
@@ -51,10 +51,15 @@ def test_early_stopping_stops_after_patience_epochs_without_improvement():
     assert ran == 4 and rule.state() == {"best": 0.5, "wait": 2, "best_epoch": 1}
 
 
-def test_early_stopping_resumes_best_wait_and_weights_from_the_checkpoint():
+def test_early_stopping_resumes_best_wait_and_weights_from_the_checkpoint(tmp_path):
+    from hpo.trial.driver import read_checkpoint, write_checkpoint
+
     model, _ = fit([], epochs=1)
     weights = model.get_weights()
-    resume = {"early_stopping": {"best": 0.5, "wait": 1, "best_epoch": 1}, "weights": weights, "best_weights": None}
+    state = {"epoch": 2, "early_stopping": {"best": 0.5, "wait": 1, "best_epoch": 1}}
+    write_checkpoint(tmp_path, EpochCheckpoint(state, weights))  # as the trial driver stores it
+    resume = read_checkpoint(tmp_path)  # as the attempt that resumes gets it
+    assert resume.epoch == 2 and resume.best_weights is None
     rule = early(resume=resume)
     _, ran = fit([rule], epochs=6, initial_epoch=2, values=[None, None, 0.3, 0.2, 0.1, 0.0])
     # one more epoch without improvement reaches patience 2: the run stops after epoch index 2
@@ -183,3 +188,16 @@ def test_divergence_stop_sees_a_real_nan_loss_and_leaves_finite_runs_alone():
     calm = DivergenceStop()
     _, ran = fit([calm], epochs=3)
     assert ran == 3 and not calm.diverged
+
+
+def test_a_checkpoint_keeps_earlier_best_weights_apart_from_this_epochs(tmp_path):
+    from hpo.trial.driver import read_checkpoint, write_checkpoint
+
+    last, best = [np.ones((2, 2)), np.zeros(3)], [np.full((2, 2), 7.0), np.ones(3)]
+    write_checkpoint(tmp_path, EpochCheckpoint({"epoch": 5, "early_stopping": {"best": 1.0, "wait": 2,
+                                                                               "best_epoch": 2}}, last, best))
+    resume = read_checkpoint(tmp_path)
+    assert resume.epoch == 5 and resume.early_stopping == {"best": 1.0, "wait": 2, "best_epoch": 2}
+    assert all(np.array_equal(a, b) for a, b in zip(resume.weights, last, strict=True))
+    assert all(np.array_equal(a, b) for a, b in zip(resume.best_or_last_weights, best, strict=True))
+    assert EpochCheckpoint({}, None).epoch == 0 and EpochCheckpoint({}, None).early_stopping is None

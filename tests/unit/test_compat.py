@@ -282,3 +282,128 @@ def test_mlflow_create_tables_builds_the_latest_schema(tmp_path):
     assert version == _get_latest_schema_revision(), _broken(
         "mlflow_create_tables", "mlflow", "the latest schema from mlflow.store.db.utils._initialize_tables")
     assert experiments == 0
+
+
+def test_petastorm_dummy_pool_internals():
+    from petastorm.workers_pool.dummy_pool import DummyPool
+    from petastorm.workers_pool.worker_base import WorkerBase
+
+    class Echo(WorkerBase):
+        def process(self, value):
+            self.publish_func(value)
+
+    pool = DummyPool()
+    items, results = compat.dummy_pool_queues(pool)
+    assert items == [] and results == [], _broken("dummy_pool_queues", "petastorm", "DummyPool's queues")
+    pool.ventilate(value=3)
+    assert items == [((), {"value": 3})], _broken("dummy_pool_queues", "petastorm", "DummyPool._ventilator_queue")
+    pool.start(Echo)
+    worker, ventilator = compat.dummy_pool_worker_and_ventilator(pool)
+    assert isinstance(worker, Echo) and ventilator is None, _broken(
+        "dummy_pool_worker_and_ventilator", "petastorm", "DummyPool._worker/_ventilator")
+    assert pool.get_results() == 3 and results == [] and items == [], _broken(
+        "dummy_pool_queues", "petastorm", "DummyPool._results_queue")
+
+
+#: Packages whose private names (``_name``) hpo may use only in hpo/compat.py.
+DEPENDENCIES = ("ray", "optuna", "mlflow", "horovod", "petastorm", "tensorflow", "tf_keras", "keras")
+
+
+def private_uses(source: str) -> list[str]:
+    """Where a module uses a private name of a dependency: ``line: what``.
+
+    Three ways are found: importing a private module or name (``from ray._private import x``,
+    ``from petastorm.x import _Y``); an attribute ``_name`` reached from a name imported from a dependency
+    (``tune._foo``, ``keras.backend._x``); in a class derived from a dependency's class, ``self._name``
+    that the class itself never sets or defines (the base class's private state).
+    """
+    import ast
+
+    tree = ast.parse(source)
+    found = []
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in DEPENDENCIES:
+                    imported.add((alias.asname or alias.name).split(".")[0])
+                    if any(part.startswith("_") for part in alias.name.split(".")):
+                        found.append(f"{node.lineno}: import {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] not in DEPENDENCIES:
+                continue
+            imported.update(alias.asname or alias.name for alias in node.names)
+            private = [a.name for a in node.names if a.name.startswith("_")]
+            if any(part.startswith("_") for part in node.module.split(".")) or private:
+                found.append(f"{node.lineno}: from {node.module} import {', '.join(a.name for a in node.names)}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in imported:
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.ClassDef) and any(ast.unparse(b).split(".")[0] in imported for b in node.bases):
+            own = {n.name for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            own |= {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute) and _is_self(n.value)
+                    and isinstance(n.ctx, ast.Store)}
+            found += [f"{n.lineno}: {ast.unparse(n)} (of {node.name}'s base)" for n in ast.walk(node)
+                      if isinstance(n, ast.Attribute) and _is_self(n.value) and _private(n.attr) and n.attr not in own]
+    return sorted(set(found), key=lambda line: int(line.split(":")[0]))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _is_self(node) -> bool:
+    import ast
+
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+def test_no_private_api_of_a_dependency_outside_compat():
+    from tests.conftest import ROOT
+
+    found = {
+        str(path.relative_to(ROOT)): uses
+        for path in sorted((ROOT / "hpo").rglob("*.py"))
+        if path.name != "compat.py" and (uses := private_uses(path.read_text()))
+    }
+    assert not found, f"private APIs of dependencies belong in hpo/compat.py, with a test here: {found}"
+
+
+def test_the_private_api_scan_finds_each_kind_of_use():
+    source = '''
+import ray._private.state
+from ray.tune.schedulers.async_hyperband import _Bracket
+from petastorm.workers_pool.dummy_pool import DummyPool
+from ray import tune
+import optuna
+
+
+class InlinePool(DummyPool):
+    def __init__(self):
+        super().__init__()
+        self._mine = []
+
+    def get_results(self):
+        self._mine.append(1)
+        self._helper()
+        return self._results_queue.pop(0)
+
+    def _helper(self):
+        return None
+
+
+def f(searcher, trial):
+    study = optuna.trial._trial_id
+    tune.report({})
+    return searcher._ot_study, trial.public
+'''
+    assert private_uses(source) == [
+        "2: import ray._private.state",
+        "3: from ray.tune.schedulers.async_hyperband import _Bracket",
+        "17: self._results_queue (of InlinePool's base)",
+        "24: optuna.trial._trial_id",
+    ]

@@ -6,12 +6,13 @@ import optuna
 import pytest
 
 from hpo.cli.main import _no_best
+from hpo.results import DIVERGED_KEY, FINISHED_KEY, stop_reason, trial_status
 from hpo.search.searchers import DurableOptunaSearch
 from hpo.storage import Storage
 from hpo.summary import best_row
 from hpo.sweep_summary import SweepSummary
 from hpo.tracking.best_model import pick_model_trial
-from hpo.trial.protocol import DIVERGED_KEY, FINISHED_KEY, TrialRow, stop_reason, trial_status
+from hpo.trial.protocol import TrialRow
 
 
 def row(trial_id, status, metric, checkpoint=None):

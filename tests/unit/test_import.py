@@ -36,14 +36,15 @@ def test_import_hpo_changes_nothing_in_the_callers_process():
 #: Layers from the top: a module may import its own layer's modules and any lower layer, never a higher one.
 LAYERS = [
     {"cli"},
-    {"api", "partition"},
+    {"api"},
+    {"partition"},
     {"sweep"},
     {"tuner"},
     {"preflight", "summary", "ray_session", "progress", "rerun", "report"},
     {"search", "trial", "tracking", "cluster", "repeats", "interrupt", "driver"},
     {"data", "models", "compat", "stack_check"},
     {"config", "kinds", "cutoffs", "objective", "stats", "options", "storage", "object_store", "errors",
-     "_env", "trial.protocol", "writable", "sweep_summary", "data.sources"},
+     "_env", "trial.protocol", "writable", "sweep_summary", "data.sources", "results"},
 ]
 
 
@@ -103,3 +104,88 @@ def test_the_cli_starts_without_the_heavy_stack():
     proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[]"
+
+
+def _package(module: str) -> str:
+    """The node of the package graph a module belongs to: its package under hpo, or itself at top level."""
+    return module.split(".")[1]
+
+
+def package_graph(root: Path) -> dict[str, dict[str, str]]:
+    """``hpo.<package>`` → ``hpo.<package>`` imports (lazy ones included), each with one place it happens.
+
+    Args:
+        root: The directory holding the ``hpo`` package.
+
+    Returns:
+        Importing node → imported node → ``"module imports target"`` (the first such import found).
+    """
+    graph: dict[str, dict[str, str]] = {}
+    for path in sorted((root / "hpo").rglob("*.py")):
+        module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        if module == "hpo":
+            continue
+        for target in sorted(_imports(path)):
+            if _package(target) != _package(module):
+                graph.setdefault(_package(module), {}).setdefault(_package(target), f"{module} imports {target}")
+    return graph
+
+
+def import_cycles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
+    """The cycles of ``graph``: each strongly connected part of two or more nodes, sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, {}):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                member = stack.pop()
+                part.append(member)
+                if member == node:
+                    break
+            if len(part) > 1:
+                cycles.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_no_import_cycle_between_packages():
+    graph = package_graph(ROOT)
+    cycles = import_cycles(graph)
+    assert not cycles, [
+        [graph[a][b] for a in part for b in part if b in graph.get(a, {})] for part in cycles
+    ]
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path):
+    """A package cycle through a submodule (objective ↔ trial.protocol) and one closed by a lazy import are found."""
+    files = {
+        "hpo/objective.py": "from hpo.trial.protocol import REPEAT_KEY\n",
+        "hpo/trial/__init__.py": "",
+        "hpo/trial/protocol.py": "",
+        "hpo/trial/callbacks.py": "from hpo.objective import reaches_goal\n",
+        "hpo/api.py": "def run():\n    from hpo.partition import split\n",
+        "hpo/partition.py": "def again():\n    from hpo import api\n",
+        "hpo/cli/__init__.py": "",
+        "hpo/cli/main.py": "from hpo.partition import named_urls\nfrom hpo.api import run\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph = package_graph(tmp_path)
+    assert graph["objective"] == {"trial": "hpo.objective imports hpo.trial.protocol"}
+    assert import_cycles(graph) == [["api", "partition"], ["objective", "trial"]]

@@ -164,3 +164,23 @@ def test_cli_partition_errors_exit_2_before_anything_runs(tmp_path, write_sweep)
     line = cli("validate", str(write_sweep(base_sweep(data={"partitions": ["file:///x/eu", "/y/us"]}), "bad.yaml")),
                cwd=tmp_path)
     assert line.startswith(f"error: {tmp_path}/bad.yaml: data.partitions: '/y/us' is not a dataset URL"), line
+
+
+def test_the_cli_names_its_option_in_partition_errors(tmp_path):
+    """``hpo tune --partition`` goes through the API's partitioned run and keeps naming its own option."""
+    import hpo
+
+    line = cli("tune", "s.yaml", "--partition", "file:///a/eu", "--partition", "file:///b/eu", cwd=tmp_path)
+    assert line == ("error: s.yaml: --partition: 'file:///a/eu' and 'file:///b/eu' are both named 'eu'; "
+                    "pass them as NAME=URL")
+    with pytest.raises(ConfigError, match=r"^s.yaml: partitions: 'file:///a/eu' and 'file:///b/eu' are both named"):
+        hpo.tune_partitions("s.yaml", partitions=["file:///a/eu", "file:///b/eu"])
+
+
+def test_option_overrides_name_the_sweep_file_keys():
+    from hpo.config import option_overrides
+
+    assert option_overrides() == {}
+    assert option_overrides(4, "n", "http://m:5000") == {
+        "search.num_samples": 4, "name": "n", "tracking.mlflow_uri": "http://m:5000"}
+    assert option_overrides(mlflow_uri="file:///m") == {"tracking.mlflow_uri": "file:///m"}

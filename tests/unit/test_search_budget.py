@@ -194,7 +194,7 @@ class _Trial:
     """What the goal stopper reads of a Tune trial: its id and config."""
 
     def __init__(self, trial_id: str, repeat: int, **params: object) -> None:
-        from hpo.trial.protocol import REPEAT_KEY
+        from hpo.results import REPEAT_KEY
 
         self.trial_id = trial_id
         self.config = {**params, REPEAT_KEY: repeat}

@@ -22,9 +22,9 @@ def test_a_trial_the_restored_searcher_never_handed_out_is_taken_up_not_a_crash(
 
     import hpo
     from hpo import compat
+    from hpo.results import FINISHED_KEY
     from hpo.search import build_searcher
     from hpo.search.budget import TIME_ATTR
-    from hpo.trial.protocol import FINISHED_KEY
     from tests.conftest import base_sweep
 
     config = hpo.SweepConfig.model_validate(base_sweep(search={"algorithm": "random", "num_samples": 2, "seed": 1}))

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from hpo.config import TrialConfig
+from hpo.results import REPEAT_KEY
 from hpo.trial.driver import BACKENDS
-from hpo.trial.protocol import REPEAT_KEY
 from hpo.trial.simulated import EarlyStopping, SyntheticCurve
 
 
