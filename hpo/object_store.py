@@ -31,9 +31,9 @@ from hpo.errors import ConfigError
 RETRY_ENV = "HPO_STORAGE_RETRY_S"
 #: Default retry limit: long enough for a brownout (throttling, a slow endpoint, a network blip).
 DEFAULT_RETRY_S = 600.0
-#: Seconds to open a connection before the attempt counts as failed.
+#: Seconds to open a connection before the attempt counts as failed (at most; less for a short limit).
 CONNECT_TIMEOUT_S = 10.0
-#: Seconds without a byte moving before an attempt counts as failed (a stalled endpoint).
+#: Seconds without a byte moving before an attempt counts as failed (a stalled endpoint; at most, as above).
 REQUEST_TIMEOUT_S = 30.0
 #: The AWS SDKs' standard retry mode waits a random time up to ``min(2 ** attempt, 20)`` seconds between
 #: attempts: on average 10 s once the cap is reached. An endpoint that refuses at once fails an attempt in
@@ -99,10 +99,20 @@ def _retrying_s3_class() -> type:
     return RetryingS3FileSystem
 
 
+def timeouts(limit_s: float) -> tuple[float, float]:
+    """``(connect, request)`` timeouts of one attempt for a retry limit of ``limit_s``.
+
+    :data:`CONNECT_TIMEOUT_S` and :data:`REQUEST_TIMEOUT_S`, shorter for a short limit (a tenth of it, at
+    least 5 s to answer), so that a hanging store is given up on near the limit, not attempts × timeout later.
+    """
+    return min(CONNECT_TIMEOUT_S, max(3.0, limit_s / 20)), min(REQUEST_TIMEOUT_S, max(5.0, limit_s / 10))
+
+
 def s3_filesystem(options: dict[str, Any], limit_s: float | None = None) -> Any:
     """An S3 filesystem for pyarrow ``options`` that retries for ``limit_s`` (default :func:`retry_limit_s`)."""
     limit = retry_limit_s() if limit_s is None else limit_s
-    merged = {"connect_timeout": CONNECT_TIMEOUT_S, "request_timeout": REQUEST_TIMEOUT_S, **options}
+    connect, request = timeouts(limit)
+    merged = {"connect_timeout": connect, "request_timeout": request, **options}
     return _retrying_s3_class()(attempts_for(limit), **merged)
 
 
@@ -117,10 +127,11 @@ def gcs_filesystem(limit_s: float | None = None) -> Any:
 def botocore_config(limit_s: float | None = None) -> dict[str, Any]:
     """``config_kwargs`` for ``s3fs``: botocore's standard retry mode for the same limit, and the timeouts."""
     limit = retry_limit_s() if limit_s is None else limit_s
+    connect, request = timeouts(limit)
     return {
         "retries": {"mode": "standard", "max_attempts": attempts_for(limit)},
-        "connect_timeout": CONNECT_TIMEOUT_S,
-        "read_timeout": REQUEST_TIMEOUT_S,
+        "connect_timeout": connect,
+        "read_timeout": request,
     }
 
 

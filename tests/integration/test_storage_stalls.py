@@ -125,3 +125,18 @@ def test_a_storage_interruption_reads_as_interrupted_everywhere():
     assert line.startswith("storage unreachable for over 600 s (HPO_STORAGE_RETRY_S) writing the checkpoint of epoch 4")
     assert object_store.error_status(line) == "interrupted"
     assert object_store.error_status("ValueError: bad shape") == "failed"
+
+
+def test_a_short_retry_limit_gives_up_on_a_hanging_store_near_it(moto, monkeypatch):
+    monkeypatch.setenv(object_store.RETRY_ENV, "10")
+    fs, base = Storage.parse(f"s3://{BUCKET}/runs").filesystem()
+    timer = _frozen(moto, 60)
+    started = time.time()
+    try:
+        with pytest.raises(OSError):
+            fs.get_file_info(f"{base}/never")
+        waited = time.time() - started
+    finally:
+        timer.cancel()
+        os.kill(moto.proc.pid, signal.SIGCONT)
+    assert 5 <= waited <= 60, waited  # retried (not the first timeout), given up on well before the store came back
