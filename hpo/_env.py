@@ -27,12 +27,28 @@ WORKER_ENV: dict[str, str] = {
     # Save the experiment state often, so a crashed sweep resumes close to where it was.
     "TUNE_GLOBAL_CHECKPOINT_S": "2",
     "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning",
+    # Object storage rides out a brownout (hpo.object_store): the driver's limit reaches every worker, and
+    # boto3 (MLflow's S3 artifacts) retries in botocore's standard mode for as long (AWS_MAX_ATTEMPTS below).
+    "HPO_STORAGE_RETRY_S": "600",
+    "AWS_RETRY_MODE": "standard",
 }
 
 
 def worker_env() -> dict[str, str]:
     """The hpo variables as Ray workers get them (``runtime_env``): the user's own values win."""
-    return {key: os.environ.get(key, value) for key, value in WORKER_ENV.items()}
+    env = {key: os.environ.get(key, value) for key, value in WORKER_ENV.items()}
+    env["AWS_MAX_ATTEMPTS"] = os.environ.get("AWS_MAX_ATTEMPTS") or str(_storage_attempts(env["HPO_STORAGE_RETRY_S"]))
+    return env
+
+
+def _storage_attempts(limit: str) -> int:
+    """The botocore attempts for a retry limit (an unreadable limit: the default; hpo.object_store says why)."""
+    from hpo.object_store import DEFAULT_RETRY_S, attempts_for
+
+    try:
+        return attempts_for(max(0.0, float(limit)))
+    except ValueError:
+        return attempts_for(DEFAULT_RETRY_S)
 
 
 def apply() -> dict[str, str]:
@@ -44,7 +60,7 @@ def apply() -> dict[str, str]:
     Returns:
         The effective values of the hpo variables, for Ray's ``runtime_env``.
     """
-    for key, value in WORKER_ENV.items():
+    for key, value in worker_env().items():
         os.environ.setdefault(key, value)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning, module="horovod")
@@ -65,7 +81,7 @@ def applied() -> Iterator[dict[str, str]]:
     Yields:
         The effective values of the hpo variables.
     """
-    added = [key for key in WORKER_ENV if key not in os.environ]
+    added = [key for key in (*WORKER_ENV, "AWS_MAX_ATTEMPTS") if key not in os.environ]
     loggers = {name: logging.getLogger(name).level for name in (*_LOGGERS, *_SWEEP_LOGGERS)}
     with warnings.catch_warnings():
         try:
