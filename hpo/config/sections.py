@@ -55,9 +55,16 @@ class FrozenModel(BaseModel):
 
 
 class CacheConfig(FrozenModel):
-    """Petastorm's local-disk cache on each node, kept across the trials of a sweep (opt-in)."""
+    """What each node keeps on its own disk: a copy of a remote dataset, and Petastorm's row-group cache.
+
+    ``local_copy`` (default on): a remote (``s3://``, ``gs://``) dataset of at most ``size_limit_mb`` is
+    copied once to each node and every epoch reads the copy (no object-storage read per epoch, so a
+    stalled store delays no epoch). ``enabled`` (opt-in): Petastorm's row-group cache, kept across the
+    trials of a sweep, for what is read from the storage.
+    """
 
     enabled: bool = False
+    local_copy: bool = True
     size_limit_mb: int = Field(default=2048, ge=1, le=INT_MAX, strict=True)
     dir: str | None = None
 

@@ -6,6 +6,7 @@ import ctypes
 import functools
 import hashlib
 import json
+import logging
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ MIX_BYTES = 128 * 2**20
 #: Bytes of ready batches tf.data keeps ahead of training (prefetch buffer), within the bounds below.
 PREFETCH_BYTES = 64 * 2**20
 PREFETCH_BATCHES = (2, 64)
+log = logging.getLogger(__name__)
+
 #: diskcache shards of Petastorm's LocalDiskCache (its default).
 _CACHE_SHARDS = 6
 #: glibc's ``mallopt`` parameters, and the values :func:`restore_malloc_thresholds` sets.
@@ -80,6 +83,8 @@ class ReaderCache:
     size_limit_mb: int = 2048
     #: Where whole-dataset copies live on the node (:mod:`hpo.data.local_copy`; None: no copies).
     copies: str | None = None
+    #: Petastorm's row-group cache for what is read from the storage (``data.cache.enabled``).
+    row_groups: bool = True
 
     def location(self, info: DatasetInfo, fields: list[str]) -> str:
         """The cache directory of one dataset version and column selection."""
@@ -187,10 +192,15 @@ class ShardStream:
         if self.cache is None:
             return self.info.url, None, self.filesystem
         if self.cache.copies is not None and self.local_url is None:
-            self.local_url = local_copy(self.info, self.cache.copies, self.cache.size_limit_mb)
+            try:
+                self.local_url = local_copy(self.info, self.cache.copies, self.cache.size_limit_mb)
+            except OSError as exc:  # a full or read-only disk: the storage is read as without a copy
+                log.warning("no local copy of %s (%s); reading it from the storage", self.info.url, exc)
+                self.local_url = self.info.url
         if self.local_url is not None and self.local_url != self.info.url:
             return self.local_url, None, None  # a local copy: no object storage, no row-group cache needed
-        return self.info.url, self.cache.reader_kwargs(self.info, fields), self.filesystem
+        kwargs = self.cache.reader_kwargs(self.info, fields) if self.cache.row_groups else None
+        return self.info.url, kwargs, self.filesystem
 
     def _row_groups(self, epoch: int) -> Iterator[Chunk]:
         fields = [self.features, self.label] + ([ROW_ID] if self.record_ids else [])

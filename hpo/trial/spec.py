@@ -129,12 +129,16 @@ DEFAULT_CACHE_DIR = "~/.cache/hpo/data"
 
 
 def reader_cache(config: SweepConfig) -> ReaderCache | None:
-    """The sweep's reader cache: ``DIR/<sweep name>`` on every node, or None when not enabled."""
+    """What the sweep's readers keep on each node: dataset copies under ``DIR``, row groups under ``DIR/<name>``.
+
+    None when ``data.cache`` turns both off.
+    """
     c = config.data.cache
-    if not c.enabled:
+    if not c.enabled and not c.local_copy:
         return None
     root = (c.dir or DEFAULT_CACHE_DIR).rstrip("/")
-    return ReaderCache(root=f"{root}/{config.name}", size_limit_mb=c.size_limit_mb, copies=root)
+    return ReaderCache(root=f"{root}/{config.name}", size_limit_mb=c.size_limit_mb,
+                       copies=root if c.local_copy else None, row_groups=c.enabled)
 
 
 @dataclass(frozen=True)

@@ -284,8 +284,7 @@ def test_sweep_of_a_users_s3_dataset_killed_and_resumed_on_two_nodes(cluster, tm
 
 def test_a_minute_long_storage_stall_mid_trial_fails_nothing(cluster):
     """The S3 server frozen for 60 s once the first trial has checkpointed: every trial still ends well."""
-    name = sweep_file(cluster, "stall", trials=2, epochs=8, train="builtin:digits", validation_fraction=0.2,
-                      cache={"enabled": True})
+    name = sweep_file(cluster, "stall", trials=2, epochs=8, train="builtin:digits", validation_fraction=0.2)
     storage = f"s3://{cluster.bucket}/runs"
     cmd = [sys.executable, "-m", "hpo.cli.main", "tune", name, "--address", cluster.address, "--storage", storage]
     sweep = subprocess.Popen(cmd, cwd=cluster.disk, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -197,11 +197,16 @@ def test_sweep_file_cache_section():
     from hpo.trial.spec import reader_cache
     from tests.conftest import base_sweep
 
-    assert reader_cache(parse_sweep(base_sweep())) is None
+    # By default: local copies of remote datasets, no row-group cache; both off: none at all.
+    assert reader_cache(parse_sweep(base_sweep())) == ReaderCache(
+        "~/.cache/hpo/data/t", 2048, copies="~/.cache/hpo/data", row_groups=False)
+    off = {"train": "builtin:digits", "cache": {"local_copy": False}}
+    assert reader_cache(parse_sweep(base_sweep(data=off))) is None
     on = parse_sweep(base_sweep(data={"train": "builtin:digits", "cache": {"enabled": True, "size_limit_mb": 100}}))
     assert reader_cache(on) == ReaderCache("~/.cache/hpo/data/t", 100, copies="~/.cache/hpo/data")
-    there = parse_sweep(base_sweep(data={"train": "builtin:digits", "cache": {"enabled": True, "dir": "/scratch/"}}))
-    assert reader_cache(there) == ReaderCache("/scratch/t", 2048, copies="/scratch")
+    there = parse_sweep(base_sweep(data={"train": "builtin:digits", "cache": {"enabled": True, "dir": "/scratch/",
+                                                                              "local_copy": False}}))
+    assert reader_cache(there) == ReaderCache("/scratch/t", 2048, copies=None)
     with pytest.raises(ConfigError, match=r"s.yaml: data.cache.size_mb: unknown key; remove it"):
         parse_sweep(base_sweep(data={"train": "builtin:digits", "cache": {"size_mb": 1}}), "s.yaml")
 
