@@ -142,6 +142,7 @@ def main() -> None:
     if True:
         server = MotoServer(scratch / "moto.log", nice=19).start()
         server.bucket(BUCKET)
+        os.environ.update(server.env())  # this process reads the bucket too
         path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
         env = {**os.environ, **server.env(), "PYTHONPATH": path}
         try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -27,7 +28,9 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from hpo.errors import ConfigError
-from hpo.object_store import gcs_filesystem, probe_filesystem, s3_filesystem
+from hpo.object_store import RETRY_ENV, gcs_filesystem, probe_filesystem, retry_limit_s, s3_filesystem
+
+log = logging.getLogger(__name__)
 
 #: Where sweeps live unless ``--storage`` says otherwise (relative to the working directory).
 DEFAULT_STORAGE = "hpo_runs"
@@ -173,6 +176,7 @@ class Storage:
 
         if not self.remote:
             return pafs.LocalFileSystem(), self.root
+        _say_if_unreachable(self)
         if self.scheme == "gs":
             return gcs_filesystem(), self.root
         return s3_filesystem(s3_options(dict(self.query))), self.root
@@ -268,6 +272,18 @@ def s3_options(query: dict[str, str]) -> dict[str, Any]:
     if region and "region" not in options:
         options["region"] = region
     return options
+
+
+@functools.cache
+def _say_if_unreachable(storage: Storage) -> None:
+    """Says at once (once per process) when the storage does not answer, rather than only after the retries."""
+    try:
+        storage.probe()
+    except OSError as exc:
+        log.warning(
+            "%s does not answer (%s); retrying for up to %.0f s (%s)", storage, " ".join(str(exc).split())[:200],
+            retry_limit_s(), RETRY_ENV,
+        )
 
 
 @functools.cache
