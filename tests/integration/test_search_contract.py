@@ -245,7 +245,7 @@ def test_the_simulator_host_belongs_to_no_trials_placement_group(ray_session, tm
     """The host is started by some trial; in that trial's placement group it would die when the trial ends."""
     import ray
 
-    from hpo.trial.simulated import HOST_NAME, HOST_NAMESPACE
+    from hpo.trial.simhost import HOST_NAME, HOST_NAMESPACE
 
     monkeypatch.chdir(tmp_path)
     hpo.tune(tiny("host", "random", "fifo", num_samples=2), storage=tmp_path / "runs")

@@ -115,7 +115,7 @@ def test_warm_pool_hands_back_a_live_group_of_the_same_shape_once():
 
 
 def test_hosted_channel_calls_the_named_method_of_its_own_channel():
-    from hpo.trial.simulated import HostedChannel, SimulatorHost
+    from hpo.trial.simhost import HostedChannel, SimulatorHost
 
     class Direct:  # stands for the actor handle: .call.remote runs the host's method at once
         def __init__(self, host):
