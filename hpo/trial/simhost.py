@@ -22,6 +22,8 @@ from hpo.trial.simclock import Participant, SimClock
 #: The most real seconds a replay waits for the clock or for the driver to take a report before it gives up
 #: (the trial's driver is gone without a stop request).
 WAIT_LIMIT_S = 600.0
+#: The most real seconds :meth:`HostChannel.drain` waits for a message while a replay runs.
+DRAIN_WAIT_S = 1.0
 
 
 class HostChannel(Channel):
@@ -36,16 +38,29 @@ class HostChannel(Channel):
         self.cond = threading.Condition()
         #: The replay's place on the sweep's clock (None: real time, or no replay running).
         self.participant: Participant | None = None
+        #: A replay runs on this channel (:meth:`drain` waits for its messages).
+        self.replaying = False
 
     def put(self, message: Any) -> None:
         """Queues one message from the replay."""
         with self.cond:
             super().put(message)
+            self.cond.notify_all()
 
     def drain(self) -> list[Any]:
-        """Returns and clears the queued messages."""
+        """Returns and clears the queued messages; while a replay runs, waits up to :data:`DRAIN_WAIT_S` for one.
+
+        (The driver polls its channel; waiting here hands it each report as it comes instead of at its next poll.)
+        """
         with self.cond:
+            self.cond.wait_for(lambda: self.messages or not self.replaying, DRAIN_WAIT_S)
             return super().drain()
+
+    def replay_running(self, running: bool) -> None:
+        """A replay started or ended on this channel."""
+        with self.cond:
+            self.replaying = running
+            self.cond.notify_all()
 
     def checkpoint_done(self) -> None:
         """The driver handed the last report to Tune (frees the slot, wakes the replay)."""
@@ -149,6 +164,7 @@ class SimulatorHost:
         sim = None if clock is None else self.clock(clock)
         participant = None if sim is None else sim.join(trial)
         channel.participant = participant
+        channel.replay_running(True)
         try:
             return fn(spec, params, Replay(channel, sim, participant), *rest)
         finally:
@@ -156,6 +172,7 @@ class SimulatorHost:
                 participant.leave()
                 if channel.participant is participant:
                     channel.participant = None
+            channel.replay_running(False)
 
     def clock(self, key: str, start: float | None = None) -> SimClock:
         """The clock ``key`` (opened at ``start``, default now, on first use)."""
