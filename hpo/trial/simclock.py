@@ -111,6 +111,13 @@ class SimClock:
             self._advance()
             return self._now
 
+    def close(self) -> None:
+        """Ends every participant's wait (their sweep ended); later sleeps return False at once."""
+        with self._cond:
+            for member in self._members.values():
+                member.cancelled, member.wake = True, None
+            self._cond.notify_all()
+
     # -- inside -------------------------------------------------------------------------------------
 
     def _counts(self, member: Participant) -> bool:

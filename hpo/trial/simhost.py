@@ -206,8 +206,10 @@ class SimulatorHost:
     def close_clock(self, key: str) -> None:
         """Forgets clock ``key`` (its sweep ended)."""
         with self.lock:
-            self.clocks.pop(key, None)
+            clock = self.clocks.pop(key, None)
             self.expected.pop(key, None)
+        if clock is not None:
+            clock.close()
 
     def close(self, key: str) -> None:
         """Forgets channel ``key``."""

@@ -132,3 +132,16 @@ def test_a_sleep_of_no_time_returns_at_once(seconds):
     clock = SimClock(start=5.0)
     member = clock.join("a")
     assert member.sleep(seconds, timeout_s=1) is True and clock.now() == 5.0
+
+
+def test_closing_the_clock_ends_every_wait():
+    clock = SimClock()
+    clock.expect(["a", "never"])
+    a = clock.join("a")
+    result = []
+    thread = threading.Thread(target=lambda: result.append(a.sleep(1.0, timeout_s=30)))
+    thread.start()
+    time.sleep(0.05)
+    clock.close()
+    thread.join(timeout=10)
+    assert result == [False] and clock.now() == 0 and a.sleep(1.0) is False
