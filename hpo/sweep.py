@@ -92,7 +92,7 @@ def _run(
     )
     interrupt.on_stop = tracker.callback.mark_interrupted
     monitor.log = tracker.log_progress
-    watchers = [tracker.callback, monitor, *([clock] if clock is not None else [])]
+    watchers = [*([clock] if clock is not None else []), tracker.callback, monitor]  # the clock first: it reads results
     tuner = build_tuner(config, options, spec, watchers, warm_points, started, resume)
     try:
         # Trial runtime_envs are logged in plain text; metrics go to MLflow, not to TensorBoard files.

@@ -40,6 +40,7 @@ class SweepClock(Callback):
         self._running: set[str] = set()
         self._pending_since: dict[str, float] = {}
         self._last, self._closed = start, False
+        self._hint: float | None = None
 
     @classmethod
     def open(cls, spec: TrialSpec, started: float) -> tuple[TrialSpec, SweepClock | None]:
@@ -68,16 +69,33 @@ class SweepClock(Callback):
         return self._host
 
     def now(self) -> float:
-        """The sweep's simulated time (Unix seconds; once the sweep ended, its last reading)."""
+        """The sweep's simulated time (Unix seconds; once the sweep ended, its last reading).
+
+        While Tune hands out a result, the time is that result's epoch end (the trial that reported holds the
+        clock there until Tune answers), read without asking the host.
+        """
+        if self._hint is not None:
+            return self._hint
         if not self._closed:
             import ray
 
-            now = ray.get(self.host().now.remote(self.key))
+            now = self.host().now.remote(self.key)
+            now = ray.get(now) if isinstance(now, ray.ObjectRef) else now
             self._last = self._last if now is None else now
         return self._last
 
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        """The time until this step ends is the result's epoch end (callbacks after this one read it)."""
+        hint = result.get("epoch_end_time")
+        self._hint = float(hint) if isinstance(hint, int | float) else None
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        """A new step: the time is read from the host again."""
+        self._hint = None
+
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         """Tells the clock which trials Tune runs or starts, and which just ended (when that changed)."""
+        self._hint = None
         running: set[str] = set()
         pending: dict[str, float] = {}
         moment = time.monotonic()
