@@ -3,12 +3,18 @@
 ``trial.backend: simulated`` runs every trial through the real driver, Tune, scheduler, searcher,
 MLflow tracking and ``summary.json``, but its "training" replays a learning curve determined by the
 trial's parameters, seed and repeat, in a thread of one zero-CPU actor shared by the cluster
-(:class:`SimulatorHost`, no new process per trial): it sends the same messages rank 0
+(:class:`~hpo.trial.simhost.SimulatorHost`, no new process per trial): it sends the same messages rank 0
 of a Horovod group sends (:class:`~hpo.trial.protocol.TrialStarted`, one
 :class:`~hpo.trial.protocol.EpochReport` per epoch with a checkpoint), applies the same stopping rules
 (Keras EarlyStopping semantics, ``max_epochs``, the objective goal) and honours the driver's stop
 requests before each epoch. It exists to test search and scheduling logic in seconds; it trains no
 model, so a simulated trial has no ``model.keras`` and no model is registered.
+
+By default (``trial.simulated_clock``) an epoch takes ``simulated_epoch_s`` on the sweep's simulated clock
+(:mod:`hpo.trial.simclock`, kept in the host, told by :class:`~hpo.trial.simtime.SweepClock` which trials
+Tune runs): the trials running at once advance together, each report is handed to Tune before simulated
+time moves on, and every time a message carries is on that clock. Otherwise an epoch sleeps that long in
+real time.
 """
 
 from __future__ import annotations
