@@ -383,8 +383,8 @@ class SweepProgress:
         epochs = self._epochs
         running = sorted(self._running.values(), key=lambda t: (t.started, self._seq.get(t.trial_id, 0)))
         return Snapshot(
-            name=self.name, state=state, time=now if self.clock is None else time.time(), elapsed_s=round(elapsed, 2),
-            metric=self.metric,
+            name=self.name, state=state, time=now if self.clock is None else time.time(),
+            elapsed_s=round(elapsed, 2), metric=self.metric,
             mode=plan.mode, max_epochs=plan.max_epochs, planned=max(plan.planned_trials, len(self.trials)),
             **self._counts, running=len(running), pending=max(0, plan.planned_trials - len(self.trials)),
             remaining_s_median=sweep.remaining_s_median, remaining_s_low=sweep.remaining_s_low,
