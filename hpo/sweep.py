@@ -79,7 +79,7 @@ def _run(
         stop_ray(started_ray)
         raise
     started = monitor.progress.started = time.time()
-    spec, clock = SweepClock.open(spec, started)  # a simulated sweep's clock (None: real time)
+    spec, clock = SweepClock.open(spec, started, config.search.max_concurrent)  # a simulated sweep's (or None)
     if clock is not None:
         monitor.progress.clock = clock.now
     sweep_dir = options.sweep_dir(config.name)

@@ -3,7 +3,7 @@
 The clock itself (:class:`~hpo.trial.simclock.SimClock`) lives in the simulator host, beside the replays
 that sleep on it. :class:`SweepClock` opens it at the sweep's start, and as a Tune callback tells it after
 each step of Tune's loop which trials Tune runs or is starting (they hold the clock until their replay
-sleeps) and which just ended (they hold it one more step, so Tune can start the next trial in their place
+sleeps; a trial that waits for a free slot, e.g. a paused one, does not) and which just ended (they hold it one more step, so Tune can start the next trial in their place
 at the simulated time the slot came free). :meth:`SweepClock.now` is the sweep's time for everything the
 driver stamps (the progress record, its journal and forecast).
 """
@@ -30,10 +30,12 @@ class SweepClock(Callback):
     Args:
         key: The clock's key in the simulator host.
         start: Its reading at the start (the sweep's Unix start time).
+        max_concurrent: The most trials Tune runs at once (``search.max_concurrent``): a trial Tune has not
+            started holds the clock only while fewer run (a paused trial that waits for a free slot does not).
     """
 
-    def __init__(self, key: str, start: float) -> None:
-        self.key, self.start = key, start
+    def __init__(self, key: str, start: float, max_concurrent: int | None = None) -> None:
+        self.key, self.start, self.max_concurrent = key, start, max_concurrent
         self._host: Any = None
         self._number = 0
         self._sent: tuple[frozenset[str], frozenset[str]] | None = None
@@ -43,12 +45,15 @@ class SweepClock(Callback):
         self._hint: float | None = None
 
     @classmethod
-    def open(cls, spec: TrialSpec, started: float) -> tuple[TrialSpec, SweepClock | None]:
+    def open(
+        cls, spec: TrialSpec, started: float, max_concurrent: int | None = None
+    ) -> tuple[TrialSpec, SweepClock | None]:
         """The sweep's clock, if its trials run on one, and the spec that sends them to it.
 
         Args:
             spec: The sweep's trial spec.
             started: The sweep's Unix start time (the clock's first reading).
+            max_concurrent: The most trials Tune runs at once.
 
         Returns:
             ``(spec, None)`` unless ``backend: simulated`` with ``simulated_clock``; else the spec with the
@@ -56,7 +61,7 @@ class SweepClock(Callback):
         """
         if spec.backend != "simulated" or not spec.simulated_clock:
             return spec, None
-        clock = cls(uuid.uuid4().hex, started)
+        clock = cls(uuid.uuid4().hex, started, max_concurrent)
         clock.host().open_clock.remote(clock.key, started)
         return dataclasses.replace(spec, clock_key=clock.key), clock
 
@@ -103,9 +108,14 @@ class SweepClock(Callback):
             if trial.status == "RUNNING":
                 running.add(trial.trial_id)
             elif trial.status == "PENDING":
-                since = pending[trial.trial_id] = self._pending_since.get(trial.trial_id, moment)
-                if moment - since < START_HOLD_S:
-                    running.add(trial.trial_id)
+                pending[trial.trial_id] = self._pending_since.get(trial.trial_id, moment)
+        slots = len(pending) if self.max_concurrent is None else self.max_concurrent - len(running)
+        for trial_id, since in pending.items():  # in Tune's order: the first ones start first
+            if slots <= 0:
+                break
+            if moment - since < START_HOLD_S:
+                running.add(trial_id)
+                slots -= 1
         settling = self._running - running
         self._running, self._pending_since = running, pending
         state = (frozenset(running), frozenset(settling))

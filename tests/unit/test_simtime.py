@@ -73,3 +73,14 @@ def test_the_time_of_a_result_is_its_epoch_end_until_the_step_ends():
     assert clock.now() == 100.0  # the host's clock again
     clock.on_experiment_end([])
     assert clock.now() == 100.0 and "k" not in direct.host.clocks  # the last reading, once closed
+
+
+def test_a_trial_waiting_for_a_free_slot_does_not_hold_the_clock():
+    # Two at once: a paused trial Tune wants to resume (PENDING) waits until one of the two running ends.
+    host = SimulatorHost()
+    clock = SweepClock("k", 0.0, max_concurrent=2)
+    clock._host = direct = _Direct(host)
+    clock.on_step_end(0, _trials(a="RUNNING", b="RUNNING", c="PENDING"))
+    assert direct.calls[-1] == ("expect", ("k", 1, ["a", "b"], []))
+    clock.on_step_end(1, _trials(a="TERMINATED", b="RUNNING", c="PENDING", d="PENDING"))
+    assert direct.calls[-1] == ("expect", ("k", 2, ["b", "c"], ["a"]))  # one slot free: the first waiting takes it
