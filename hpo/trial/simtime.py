@@ -3,9 +3,10 @@
 The clock itself (:class:`~hpo.trial.simclock.SimClock`) lives in the simulator host, beside the replays
 that sleep on it. :class:`SweepClock` opens it at the sweep's start, and as a Tune callback tells it after
 each step of Tune's loop which trials Tune runs or is starting (they hold the clock until their replay
-sleeps; a trial that waits for a free slot, e.g. a paused one, does not) and which just ended (they hold it one more step, so Tune can start the next trial in their place
-at the simulated time the slot came free). :meth:`SweepClock.now` is the sweep's time for everything the
-driver stamps (the progress record, its journal and forecast).
+sleeps; a trial that waits for a free slot, e.g. a paused one, does not) and which just ended (they hold it
+one more step, so Tune can start the next trial in their place at the simulated time the slot came free).
+:meth:`SweepClock.now` is the sweep's time for everything the driver stamps (the progress record, its
+journal and forecast).
 """
 
 from __future__ import annotations
