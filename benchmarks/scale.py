@@ -55,6 +55,7 @@ def _overrides(trials: int, concurrent: int, epoch_s: float, mlflow_uri: str) ->
         "search.algorithm": "random",
         "trial.backend": "simulated",
         "trial.simulated_epoch_s": epoch_s,
+        "trial.simulated_clock": False,  # epochs in real time: the rate of reports offered is what is measured
         "trial.cpus_per_worker": cpus,
         "tracking.mlflow_uri": mlflow_uri,
     }

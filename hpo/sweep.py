@@ -63,6 +63,7 @@ def _run(
     from hpo.progress.setup import monitor_for, samples_per_epoch
     from hpo.search import planned_trials
     from hpo.tracking.kinds import tracker_kind
+    from hpo.trial.simtime import SweepClock
 
     monitor = monitor_for(config, options, planned_trials(config))
     monitor.begin()  # the header (its "MLflow: open …" names a store the checks found working)
@@ -78,6 +79,9 @@ def _run(
         stop_ray(started_ray)
         raise
     started = monitor.progress.started = time.time()
+    spec, clock = SweepClock.open(spec, started, config.search.max_concurrent)  # a simulated sweep's (or None)
+    if clock is not None:
+        monitor.progress.clock = clock.now
     sweep_dir = options.sweep_dir(config.name)
     save_config(sweep_dir, config)  # what `hpo repeat` re-runs
     monitor.checked()
@@ -91,7 +95,8 @@ def _run(
     ))
     interrupt.on_stop = tracker.mark_interrupted
     monitor.log = tracker.log_progress
-    tuner = build_tuner(config, options, spec, [tracker.callback, monitor], warm_points, started, resume)
+    watchers = [*([clock] if clock is not None else []), tracker.callback, monitor]  # the clock first: it reads results
+    tuner = build_tuner(config, options, spec, watchers, warm_points, started, resume)
     try:
         # Trial runtime_envs are logged in plain text; metrics go to MLflow, not to TensorBoard files.
         with compat.tune_propagates_no_credentials(), compat.tune_without_tensorboard():

@@ -273,6 +273,10 @@ class TrialConfig(FrozenModel):
     backend: Literal["horovod", "simulated"] = "horovod"
     #: Seconds one simulated epoch takes (``backend: simulated`` only).
     simulated_epoch_s: float = Field(default=0.1, gt=0, le=60, strict=True)
+    #: ``backend: simulated`` only. True: simulated epochs take simulated time, on one clock the sweep's trials
+    #: share (every time a report carries is on it; the sweep takes the real time Tune needs for the reports);
+    #: False: each epoch sleeps ``simulated_epoch_s`` of real time.
+    simulated_clock: bool = True
 
     @field_validator("optimizer")
     @classmethod

@@ -94,8 +94,8 @@ class Snapshot:
     Attributes:
         name: The sweep.
         state: ``starting``, ``running``, ``finished`` or ``interrupted``.
-        time: Unix time of the snapshot.
-        elapsed_s: Seconds since the sweep started.
+        time: Unix time of the snapshot (the wall clock's, also for a sweep on a simulated clock).
+        elapsed_s: Seconds since the sweep started (on the sweep's clock, as every trial time here).
         metric: The objective.
         mode: ``max`` or ``min``.
         max_epochs: The most epochs a trial trains.
@@ -205,6 +205,9 @@ class SweepProgress:
     Attributes:
         recorder: Called with each trial event (``start``, ``result``, ``end``, with its time ``t``) as it is
             recorded; None: none (the monitor sets a :class:`~hpo.progress.journal.Journal`).
+        clock: The sweep's clock, read for every event and snapshot not given a time (a simulated sweep's
+            simulated clock, which starts at ``started``); None: the wall clock. A snapshot's ``time`` is the
+            wall clock's either way.
         estimate_cost_s: Seconds the last sweep estimate took (what a caller bounds its refresh rate by).
     """
 
@@ -221,12 +224,17 @@ class SweepProgress:
         self.trials: dict[str, TrialTrack] = {}
         self.order: list[str] = []  # trial ids in the order they ended
         self.recorder: Callable[[dict[str, Any]], None] | None = None
+        self.clock: Callable[[], float] | None = None
         self.estimate_cost_s = 0.0
         self._estimate: SweepEstimate | None = None
         self._estimates: dict[str, tuple[tuple[int, int], Any]] = {}  # running trial -> (inputs, its estimate)
         self._seq: dict[str, int] = {}  # trial id -> its place in self.trials (ties go to the earlier trial)
         self._stale = False
         self._reset()
+
+    def _clock(self) -> float:
+        """Now on the sweep's clock."""
+        return time.time() if self.clock is None else self.clock()
 
     def _reset(self) -> None:
         """Empties the kept state (rebuilt from :attr:`trials` by :meth:`_rebuild`)."""
@@ -255,7 +263,7 @@ class SweepProgress:
         """A trial started (or was seen again after a resume); returns its record (an ended one stays ended)."""
         track = self.trials.get(trial_id)
         if track is None:
-            started = time.time() if now is None else now
+            started = self._clock() if now is None else now
             track = self.trials[trial_id] = TrialTrack(trial_id, dict(params or {}), started)
             self._seq[trial_id] = len(self._seq)
             self._running[trial_id] = track
@@ -267,7 +275,7 @@ class SweepProgress:
     ) -> None:
         """A trial reported epoch ``epoch`` (1-based): its objective value and the seconds it took."""
         track = self.start(trial_id, now=now)
-        now = time.time() if now is None else now
+        now = self._clock() if now is None else now
         if track.first_at is None and not track.values:
             track.first_at = now
         self._stale |= track.ended is not None  # an ended trial's line, counts and history change
@@ -287,7 +295,7 @@ class SweepProgress:
         track = self.start(trial_id, now=now)
         again = track.ended is not None
         track.status = status
-        track.ended = time.time() if now is None else now
+        track.ended = self._clock() if now is None else now
         self._estimates.pop(trial_id, None)
         if again:
             self._stale = True
@@ -364,7 +372,7 @@ class SweepProgress:
                 sweep's estimate is the last one computed (what a caller does between its bounded refreshes).
         """
         self._fresh()
-        now = time.time() if now is None else now
+        now = self._clock() if now is None else now
         elapsed = max(0.0, now - self.started)
         plan = replace(self.plan, elapsed_s=elapsed)
         if estimate or self._estimate is None:
@@ -381,7 +389,8 @@ class SweepProgress:
         epochs = self._epochs
         running = sorted(self._running.values(), key=lambda t: (t.started, self._seq.get(t.trial_id, 0)))
         return Snapshot(
-            name=self.name, state=state, time=now, elapsed_s=round(elapsed, 2), metric=self.metric,
+            name=self.name, state=state, time=now if self.clock is None else time.time(),
+            elapsed_s=round(elapsed, 2), metric=self.metric,
             mode=plan.mode, max_epochs=plan.max_epochs, planned=max(plan.planned_trials, len(self.trials)),
             **self._counts, running=len(running), pending=max(0, plan.planned_trials - len(self.trials)),
             remaining_s_median=sweep.remaining_s_median, remaining_s_low=sweep.remaining_s_low,

@@ -51,6 +51,14 @@ class Backend(Protocol):
         """True if the workers were already started by an earlier trial."""
         ...
 
+    def now(self) -> float:
+        """The clock rank 0 stamps its messages with: the wall clock, or a simulated sweep's clock."""
+        ...
+
+    def started_at(self, wall_start: float) -> float:
+        """The trial's start on :meth:`now`'s clock, given the wall time its driver began."""
+        ...
+
 
 class Channel:
     """Rank 0 → driver messages and driver → workers stop requests (a zero-CPU actor per group)."""
@@ -110,6 +118,14 @@ class PooledGroup:
     def warm(self) -> bool:
         """True if an earlier trial already ran on this group."""
         return self._warm
+
+    def now(self) -> float:
+        """The wall clock (rank 0 stamps its messages with it)."""
+        return time.time()
+
+    def started_at(self, wall_start: float) -> float:
+        """``wall_start``: on the wall clock, the trial started when its driver began."""
+        return wall_start
 
     def probes(self) -> list[Any]:
         """Calls that must answer, besides the channel's, for the group to be alive."""

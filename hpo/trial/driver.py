@@ -127,6 +127,7 @@ def run_trial(spec: TrialSpec, params: dict[str, Any]) -> None:
     resume = _load_checkpoint(tune.get_checkpoint())
     kind = BACKENDS[spec.backend]
     group = kind.acquire(spec)
+    started = group.started_at(started)  # on the clock rank 0 stamps its messages with
     warm = group.warm
     refs = group.launch(kind.worker, [spec, params, group.channel, resume])
     outcome = "failed"
@@ -178,7 +179,7 @@ def _stream(
                 resumed_from_epoch=resume.epoch if resume else 0,
                 settings=hyper,
             )
-            metrics = epoch_result(msg, context, time.time())
+            metrics = epoch_result(msg, context, group.now())
             reported += 1
             if msg.checkpoint.weights is None:  # rank 0 went on while the last checkpoint was being persisted
                 tune.report(metrics)

@@ -3,12 +3,18 @@
 ``trial.backend: simulated`` runs every trial through the real driver, Tune, scheduler, searcher,
 MLflow tracking and ``summary.json``, but its "training" replays a learning curve determined by the
 trial's parameters, seed and repeat, in a thread of one zero-CPU actor shared by the cluster
-(:class:`SimulatorHost`, no new process per trial): it sends the same messages rank 0
+(:class:`~hpo.trial.simhost.SimulatorHost`, no new process per trial): it sends the same messages rank 0
 of a Horovod group sends (:class:`~hpo.trial.protocol.TrialStarted`, one
 :class:`~hpo.trial.protocol.EpochReport` per epoch with a checkpoint), applies the same stopping rules
 (Keras EarlyStopping semantics, ``max_epochs``, the objective goal) and honours the driver's stop
 requests before each epoch. It exists to test search and scheduling logic in seconds; it trains no
 model, so a simulated trial has no ``model.keras`` and no model is registered.
+
+By default (``trial.simulated_clock``) an epoch takes ``simulated_epoch_s`` on the sweep's simulated clock
+(:mod:`hpo.trial.simclock`, kept in the host, told by :class:`~hpo.trial.simtime.SweepClock` which trials
+Tune runs): the trials running at once advance together, each report is handed to Tune before simulated
+time moves on, and every time a message carries is on that clock. Otherwise an epoch sleeps that long in
+real time.
 """
 
 from __future__ import annotations
@@ -19,7 +25,6 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +33,9 @@ import ray
 
 from hpo.objective import reaches_goal
 from hpo.results import REPEAT_KEY
-from hpo.trial.backend import WARM_POOL, Channel, PooledGroup
+from hpo.trial.backend import WARM_POOL, PooledGroup
 from hpo.trial.protocol import EpochCheckpoint, EpochReport, TrialStarted
+from hpo.trial.simhost import HostedChannel, Replay, simulator_host
 from hpo.trial.spec import TrialSpec
 
 #: Standard deviation of the per-epoch noise on the accuracy curve.
@@ -115,14 +121,14 @@ class EarlyStopping:
 
 
 def run_simulated(
-    spec: TrialSpec, params: dict[str, Any], channel: Any, resume: EpochCheckpoint | None = None
+    spec: TrialSpec, params: dict[str, Any], channel: Replay, resume: EpochCheckpoint | None = None
 ) -> dict[str, Any]:
     """Replays one trial's curve, reporting each epoch through ``channel`` as rank 0 would.
 
     Args:
         spec: The sweep's trial spec (``simulated_epoch_s`` is the time one epoch takes).
         params: The trial's sampled parameters.
-        channel: The group's :class:`~hpo.trial.backend.Channel` actor.
+        channel: The trial's :class:`Replay`: its channel and its clock, in the :class:`SimulatorHost`.
         resume: The last checkpoint (its epoch and early-stopping state), as the driver loads it.
 
     Returns:
@@ -131,30 +137,33 @@ def run_simulated(
     curve = SyntheticCurve.for_trial(spec, params)
     initial = resume.epoch if resume else 0
     early = EarlyStopping(spec.objective_mode, spec.patience, spec.min_delta, resume.early_stopping if resume else None)
-    ray.get(channel.put.remote(TrialStarted(time.time())))
+    channel.put(TrialStarted(channel.now()))
     for epoch in range(initial, spec.max_epochs):
-        if ray.get(channel.should_stop.remote()):
+        if channel.should_stop():
             break
-        started = time.time()
-        time.sleep(spec.simulated_epoch_s)
+        started = channel.now()
+        if not channel.pause(spec.simulated_epoch_s):
+            break  # a stop request ended the epoch
         metrics = curve.metrics(epoch + 1)
         early.update(metrics[spec.objective_metric], epoch)
         goal = spec.goal is not None and reaches_goal(metrics[spec.objective_metric], spec.goal, spec.objective_mode)
         last = early.stopped or goal or epoch + 1 >= spec.max_epochs
         state = {"epoch": epoch + 1, "early_stopping": early.state()}
+        ended = channel.now()
         report = EpochReport(
             epoch=epoch + 1,
             metrics=metrics,
-            epoch_time_s=time.time() - started,
-            time=time.time(),
+            epoch_time_s=ended - started,
+            time=ended,
             last=last,
             stopped_by_patience=early.stopped and not goal,
             stopped_by_goal=goal,
             checkpoint=EpochCheckpoint(state=state, weights=ray.put([np.array([float(epoch + 1)])])),
         )
-        ray.get(channel.put.remote(report))
+        channel.put(report)
         if last:
             break
+        channel.taken()
     hyper = spec.hyper(params)
     return {
         "rank": 0,
@@ -167,93 +176,43 @@ def run_simulated(
     }
 
 
-class SimulatorHost:
-    """One zero-CPU, threaded actor per Ray cluster that replays every simulated trial and holds its channel.
-
-    Starting an actor costs a new worker process (seconds); a simulated trial needs none of its own. The
-    host is detached and named, so the trials of every sweep on the cluster share it; a local Ray that
-    hpo started ends it with everything else.
-    """
-
-    def __init__(self) -> None:
-        self.channels: dict[str, Channel] = {}
-
-    def call(self, key: str, method: str, *args: Any) -> Any:
-        """Calls ``method`` of channel ``key`` (created on first use)."""
-        return getattr(self.channels.setdefault(key, Channel()), method)(*args)
-
-    def run(self, fn: Callable[..., Any], args: list[Any]) -> Any:
-        """Runs one simulated trial in a thread of this actor."""
-        return fn(*args)
-
-    def close(self, key: str) -> None:
-        """Forgets channel ``key``."""
-        self.channels.pop(key, None)
-
-
-class _Method:
-    """``channel.<method>.remote(*args)`` of a :class:`HostedChannel`."""
-
-    def __init__(self, host: Any, key: str, method: str) -> None:
-        self.host, self.key, self.method = host, key, method
-
-    def remote(self, *args: Any) -> Any:
-        return self.host.call.remote(self.key, self.method, *args)
-
-
-class HostedChannel:
-    """A :class:`~hpo.trial.backend.Channel` kept in the :class:`SimulatorHost`, called as the actor would be."""
-
-    def __init__(self, host: Any, key: str) -> None:
-        self.host, self.key = host, key
-
-    def __getattr__(self, method: str) -> _Method:
-        if method.startswith("_"):
-            raise AttributeError(method)
-        return _Method(self.host, self.key, method)
-
-
-#: Name and namespace of the cluster's :class:`SimulatorHost`.
-HOST_NAME, HOST_NAMESPACE = "hpo-simulator", "hpo"
-
-
-def simulator_host() -> Any:
-    """The cluster's :class:`SimulatorHost` (started by the first simulated trial)."""
-    actor = ray.remote(SimulatorHost).options(
-        name=HOST_NAME,
-        namespace=HOST_NAMESPACE,
-        lifetime="detached",
-        get_if_exists=True,
-        num_cpus=0,
-        max_concurrency=1000,
-        # Not in the placement group of the trial that happens to start it (Tune's groups capture child
-        # actors): the host would die with that trial's group, and every other trial with it.
-        scheduling_strategy="DEFAULT",
-    )
-    return actor.remote()
-
-
 class SimulatedBackend(PooledGroup):
     """A simulated trial's "group": a channel in the cluster's :class:`SimulatorHost`, which replays the curve.
 
     The trial's resources stay reserved in its placement group, as they would for Horovod workers.
+
+    Attributes:
+        clock: The key of the sweep's simulated clock in the host (None: epochs take real time).
     """
 
     shape = ("simulated",)
 
-    def __init__(self) -> None:
+    def __init__(self, clock: str | None = None) -> None:
         self.host = simulator_host()
         self.channel = HostedChannel(self.host, uuid.uuid4().hex)
+        self.clock = clock
         self.refs: list[Any] = []
 
+    def now(self) -> float:
+        """The time the trial's messages are stamped with: the sweep's simulated clock, or the wall clock."""
+        if self.clock is None:
+            return time.time()
+        now = ray.get(self.host.now.remote(self.clock))
+        return time.time() if now is None else now
+
+    def started_at(self, wall_start: float) -> float:
+        """On a simulated clock, the trial starts at its present reading (it stands still while a trial starts)."""
+        return wall_start if self.clock is None else self.now()
+
     def launch(self, fn: Any, args: list[Any]) -> list[Any]:
-        """Runs ``fn(*args)`` in a thread of the host (the simulated rank 0)."""
+        """Runs ``fn(*args)`` in a thread of the host (the simulated rank 0), on the sweep's clock if it has one."""
         ray.get(self.channel.reset.remote())
-        self.refs = [self.host.run.remote(fn, args)]
+        trial = _trial_id() or self.channel.key
+        self.refs = [self.host.replay.remote(fn, args, self.clock, trial)]
         return self.refs
 
     def release(self, reusable: bool) -> None:
-        """Keeps the channel for the next trial, or stops the replay (at its next epoch) and drops the channel."""
+        """Keeps the channel for the next trial, or stops the replay and drops the channel."""
         if self.pool(reusable):
             return
         self.channel.request_stop.remote()
@@ -261,6 +220,18 @@ class SimulatedBackend(PooledGroup):
         self.host.close.remote(self.channel.key)
 
 
+def _trial_id() -> str | None:
+    """The Tune trial this process runs (None outside a trial): its key on the sweep's clock."""
+    from ray import tune
+
+    try:
+        return tune.get_context().get_trial_id()
+    except Exception:  # noqa: BLE001 - no Tune session here (a direct launch)
+        return None
+
+
 def acquire(spec: TrialSpec) -> SimulatedBackend:
-    """The warm simulated group of this process, or a new one."""
-    return WARM_POOL.take(SimulatedBackend.shape) or SimulatedBackend()
+    """The warm simulated group of this process, or a new one; on the sweep's clock (``spec.clock_key``)."""
+    group = WARM_POOL.take(SimulatedBackend.shape) or SimulatedBackend()
+    group.clock = spec.clock_key
+    return group

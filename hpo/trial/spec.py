@@ -178,6 +178,11 @@ class TrialSpec:
     backend: str = "horovod"
     #: Seconds one simulated epoch takes.
     simulated_epoch_s: float = 0.1
+    #: Simulated epochs take simulated time on the sweep's clock (False: real time).
+    simulated_clock: bool = True
+    #: The key of the sweep's simulated clock in the simulator host (set when the sweep starts; None: epochs
+    #: take real time).
+    clock_key: str | None = None
     #: Where Horovod's rendezvous listens: ``127.0.0.1`` when the sweep runs on a local Ray it started (every
     #: trial on this machine); None: the trial driver's node address (a cluster).
     rendezvous_host: str | None = None
@@ -216,6 +221,7 @@ class TrialSpec:
             cache=reader_cache(config),
             backend=t.backend,
             simulated_epoch_s=t.simulated_epoch_s,
+            simulated_clock=t.simulated_clock,
         )
 
     def hyper(self, params: dict[str, Any]) -> dict[str, Any]:

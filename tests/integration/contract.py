@@ -11,7 +11,8 @@ import hpo
 from hpo import kinds
 from hpo.search import study_url
 
-#: Seconds per simulated epoch: long enough for a scheduler's stop to reach a trial within an epoch or two.
+#: Seconds per simulated epoch, on the sweep's simulated clock (no real time): a scheduler's stop reaches a trial
+#: before its next epoch ends.
 EPOCH_S = 0.1
 
 

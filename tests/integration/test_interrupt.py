@@ -115,6 +115,7 @@ def test_sigterm_exits_143_and_the_sweep_says_interrupted(tmp_path, write_sweep)
         "search": {"algorithm": "random", "num_samples": 6, "max_concurrent": 1, "seed": 3},
         "scheduler": {"type": "fifo"},
         "trial": {"workers": 1, "max_epochs": 30, "backend": "simulated", "simulated_epoch_s": 0.3,
+                  "simulated_clock": False,  # real time: the sweep must still run when the signal comes
                   "early_stopping": {"patience": 40}},
         "space": {"learning_rate": {"type": "float", "low": 0.001, "high": 0.1, "log": True}},
     }

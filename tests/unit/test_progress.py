@@ -340,3 +340,24 @@ def test_storage_watch_says_since_when_the_storage_is_down_and_which_trials_wait
     assert f"storage unreachable since {since} (1m15s), 1 running trial waiting on it" in sweep_text(shown)
     watch.down_since = None
     assert "storage" not in sweep_text(monitor._with_storage(snapshot))
+
+
+def test_a_sweep_on_a_simulated_clock_is_timed_on_it_and_its_snapshot_carries_the_wall_time():
+    # A simulated sweep: 30 simulated seconds pass in no real time; elapsed, the trial's times and the journal
+    # are on the simulated clock; the snapshot's time (what `hpo status` compares with files) is the wall's.
+    events = []
+    progress = SweepProgress("s", "val_accuracy", _plan(planned_trials=1, max_concurrent=1), started=1000.0)
+    progress.recorder = events.append
+    sim = [1000.0]
+    progress.clock = lambda: sim[0]
+    progress.start("a", {"units": 8})
+    sim[0] = 1010.0
+    progress.result("a", 1, 0.5, 10.0)
+    sim[0] = 1030.0
+    progress.result("a", 2, 0.6, 20.0)
+    progress.end("a", "completed")
+    snap = progress.snapshot(state="finished")
+    assert snap.elapsed_s == 30.0 and abs(snap.time - time.time()) < 60
+    assert (progress.trials["a"].started, progress.trials["a"].ended) == (1000.0, 1030.0)
+    assert progress.trials["a"].startup_s == 0.0
+    assert [e["t"] for e in events] == [1000.0, 1010.0, 1030.0, 1030.0]

@@ -115,7 +115,7 @@ def test_warm_pool_hands_back_a_live_group_of_the_same_shape_once():
 
 
 def test_hosted_channel_calls_the_named_method_of_its_own_channel():
-    from hpo.trial.simulated import HostedChannel, SimulatorHost
+    from hpo.trial.simhost import HostedChannel, SimulatorHost
 
     class Direct:  # stands for the actor handle: .call.remote runs the host's method at once
         def __init__(self, host):
@@ -133,3 +133,94 @@ def test_hosted_channel_calls_the_named_method_of_its_own_channel():
     assert set(host.channels) == {"b"}
     with pytest.raises(AttributeError):
         a._private  # noqa: B018
+
+
+def _replay_epochs(epoch_s: float, epochs: int):
+    """A replay function for :meth:`SimulatorHost.replay`: ``epochs`` epochs of ``epoch_s``, as run_simulated does."""
+    from hpo.trial.protocol import EpochCheckpoint, EpochReport
+
+    def fn(spec, params, replay, resume):
+        for epoch in range(1, epochs + 1):
+            if replay.should_stop() or not replay.pause(epoch_s):
+                return "stopped"
+            replay.put(EpochReport(epoch, {"val_accuracy": 0.5}, epoch_s, replay.now(), epoch == epochs,
+                                   checkpoint=EpochCheckpoint({"epoch": epoch}, weights="w")))
+            if epoch < epochs:
+                replay.taken()
+        return "finished"
+
+    return fn
+
+
+def _driver(host, key: str, log: list, stop_after: int | None = None, others: tuple = ()) -> None:
+    """Stands for the trial driver: drains the channel, records each report and hands it back (or stops)."""
+    import time
+
+    seen = 0
+    while True:
+        for msg in host.call(key, "drain"):
+            seen += 1
+            log.append((msg.time, key, msg.epoch))
+            if msg.last:
+                return
+            if stop_after is not None and seen >= stop_after:
+                host.call(key, "request_stop")
+                host.expect("sweep", 2, others, [])  # Tune's loop no longer runs the trial
+                return
+            host.call(key, "checkpoint_done")
+        time.sleep(0.001)
+
+
+def test_replays_in_the_host_report_epochs_in_the_order_of_the_sweeps_clock():
+    # Two trials at once, epochs of 1 s and 3 s: their reports reach the drivers at 1, 2, 3, 3, 4, ... simulated
+    # seconds, each handed to Tune (the driver) before time moves on.
+    import threading
+
+    from hpo.trial.simhost import HostedChannel, SimulatorHost
+
+    host, log, results = SimulatorHost(), [], {}
+    host.open_clock("sweep", 1000.0)
+    host.expect("sweep", 1, ["a", "b"], [])  # as Tune's loop says: both trials run (the first waits for the second)
+    runs = {"a": _replay_epochs(1.0, 6), "b": _replay_epochs(3.0, 2)}
+    threads = []
+    for key, fn in runs.items():
+        host.call(key, "reset")
+        threads.append(threading.Thread(target=lambda k=key, f=fn: results.__setitem__(
+            k, host.replay(f, [None, {}, HostedChannel(None, k), None], "sweep", k))))
+        threads.append(threading.Thread(target=_driver, args=(host, key, log)))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert results == {"a": "finished", "b": "finished"}
+    assert [t - 1000 for t, _, _ in log] == [1, 2, 3, 3, 4, 5, 6, 6]
+    assert [(t - 1000, e) for t, k, e in log if k == "b"] == [(3, 1), (6, 2)]
+    assert host.now("sweep") == 1006
+    host.close_clock("sweep")
+    assert host.now("sweep") is None
+
+
+def test_a_stop_request_ends_a_replay_sleeping_on_the_clock_at_once():
+    # "a" is stopped after its first epoch; "b" (an epoch of an hour) goes on alone, and no time passes
+    # for "a"'s second epoch.
+    import threading
+    import time
+
+    from hpo.trial.simhost import HostedChannel, SimulatorHost
+
+    host, log, results = SimulatorHost(), [], {}
+    host.open_clock("sweep", 0.0)
+    host.expect("sweep", 1, ["a", "b"], [])
+    started = time.monotonic()
+    threads = []
+    for key, fn, stop in (("a", _replay_epochs(1.0, 5), 1), ("b", _replay_epochs(3600.0, 2), None)):
+        threads.append(threading.Thread(target=lambda k=key, f=fn: results.__setitem__(
+            k, host.replay(f, [None, {}, HostedChannel(None, k), None], "sweep", k))))
+        threads.append(threading.Thread(target=_driver, args=(host, key, log, stop, ["b"])))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert results == {"a": "stopped", "b": "finished"}
+    assert sorted((k, t) for t, k, _ in log) == [("a", 1.0), ("b", 3600.0), ("b", 7200.0)]
+    assert time.monotonic() - started < 10
