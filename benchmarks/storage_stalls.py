@@ -132,6 +132,7 @@ def main() -> None:
     parser.add_argument("--stalls", default="0,10,30,60,120", help="stall lengths in seconds, comma-separated")
     parser.add_argument("--no-outage", action="store_true", help="skip the outage past the retry limit")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "storage_stalls.json"))
+    parser.add_argument("--keep", action="store_true", help="keep the cases of --out that this run does not redo")
     args = parser.parse_args()
 
     from tests.integration.s3 import MotoServer
@@ -147,7 +148,7 @@ def main() -> None:
         env = {**os.environ, **server.env(), "PYTHONPATH": path}
         try:
             epoch_s = 0.5  # a first guess; the baseline's figure sizes the rest
-            for stall in [float(s) for s in args.stalls.split(",")]:
+            for stall in [float(s) for s in args.stalls.split(",") if s.strip()]:
                 epochs = max(12, math.ceil((stall + 30) / epoch_s))
                 name = f"stall-{int(stall)}"
                 cases[name] = run_case(server, scratch, name, stall, epochs, env)
@@ -170,6 +171,8 @@ def main() -> None:
         finally:
             server.stop()
 
+    if args.keep and Path(args.out).is_file():
+        cases = {**json.loads(Path(args.out).read_text())["cases"], **cases}
     ratios = {k: round(c["epoch_s_during_stall"] / c["epoch_s_outside_stall"], 3)
               for k, c in cases.items() if c.get("epoch_s_during_stall") and c.get("epoch_s_outside_stall")}
     write_report({

@@ -139,12 +139,16 @@ def botocore_config(limit_s: float | None = None) -> dict[str, Any]:
 STORAGE_LINE_START = "storage unreachable"
 
 
-def storage_line(epoch: int, exc: BaseException) -> str:
-    """The one-line reason of a trial stopped because its checkpoint of ``epoch`` could not be written."""
+def storage_line(epoch: int | None, exc: BaseException) -> str:
+    """The one-line reason of a trial stopped because its checkpoint of ``epoch`` could not be written.
+
+    ``epoch`` None: the checkpoint it was to resume from could not be read.
+    """
     cause = " ".join(str(exc).split())[:160]
+    what = "reading the checkpoint to resume from" if epoch is None else f"writing the checkpoint of epoch {epoch}"
     return (
-        f"{STORAGE_LINE_START} for over {retry_limit_s():.0f} s ({RETRY_ENV}) writing the checkpoint of epoch "
-        f"{epoch} ({cause}); interrupted: 'hpo tune … --resume' continues it from its last checkpoint"
+        f"{STORAGE_LINE_START} for over {retry_limit_s():.0f} s ({RETRY_ENV}) {what} ({cause}); "
+        "interrupted: 'hpo tune … --resume' continues it from its last checkpoint"
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import signal
 import time
 from pathlib import Path
@@ -24,6 +25,8 @@ from hpo.sweep_summary import SweepSummary
 from hpo.tracking.tracker import Tracker, TrackerStart
 from hpo.trial.spec import TrialSpec
 from hpo.tuner import build_tuner, can_restore
+
+logger = logging.getLogger(__name__)
 
 
 def run_sweep(
@@ -104,12 +107,21 @@ def _run(
     except KeyboardInterrupt:  # a second Ctrl-C: stop at once (finished trials are in Tune's state and MLflow)
         monitor.close("interrupted")
         tracker.interrupt(None)
-        options.storage.push_state(config.name)
+        _push_state(options, config.name)
         stop_ray(started_ray)
         raise SweepInterrupted(interrupt.signum or signal.SIGINT, config.name) from None
     except Exception as exc:
+        if _storage_down(options, exc):  # Tune could not read or save its state: resumable once it answers
+            monitor.close("interrupted")
+            tracker.interrupt(None)
+            stop_ray(started_ray)
+            raise SweepAborted(
+                f"sweep '{config.name}' interrupted: {options.storage} does not answer ({failure_line(exc)}); "
+                f"its state is kept in {options.sweep_dir(config.name)}: run 'hpo tune {source} --resume' with "
+                "the same --storage once it answers"
+            ) from exc
         tracker.fail()
-        options.storage.push_state(config.name)
+        _push_state(options, config.name)
         stop_ray(started_ray)
         raise SweepAborted(f"sweep '{config.name}' stopped: {failure_line(exc)}") from exc
     monitor.close("interrupted" if interrupt.interrupted else "finished")
@@ -118,6 +130,25 @@ def _run(
     if interrupt.signum is not None:
         raise SweepInterrupted(interrupt.signum, config.name, path)
     return TuneResult.from_summary(summary, path)
+
+
+def _storage_down(options: RunOptions, exc: BaseException) -> bool:
+    """True if ``exc`` is a storage error and the object storage does not answer now."""
+    if not isinstance(exc, OSError) or not options.storage.remote:
+        return False
+    try:
+        options.storage.probe()
+    except OSError:
+        return True
+    return False
+
+
+def _push_state(options: RunOptions, name: str) -> None:
+    """Copies the driver's state to the storage; a storage that does not answer leaves it on this machine."""
+    try:
+        options.storage.push_state(name)
+    except OSError as exc:
+        logger.warning("the state of %s stays in %s: %s", name, options.sweep_dir(name), exc)
 
 
 def _write_up(
@@ -148,7 +179,7 @@ def _write_up(
         options.console.print(tracker.unsent_note(pending), highlight=False)
     path = summary_path(options.storage, config.name)
     summary.write(path)
-    options.storage.push_state(config.name)
+    _push_state(options, config.name)
     return path, summary
 
 

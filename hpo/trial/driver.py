@@ -124,7 +124,10 @@ def run_trial(spec: TrialSpec, params: dict[str, Any]) -> None:
     """Runs one trial to completion, scheduler stop or failure (called by Tune in the trial actor)."""
     started = time.time()
     hyper = spec.hyper(params)
-    resume = _load_checkpoint(tune.get_checkpoint())
+    try:
+        resume = _load_checkpoint(tune.get_checkpoint())
+    except OSError as exc:  # the storage's retries ran out: as for a checkpoint write, resumable, not failed
+        raise StorageUnavailable(storage_line(None, exc)) from None
     kind = BACKENDS[spec.backend]
     group = kind.acquire(spec)
     started = group.started_at(started)  # on the clock rank 0 stamps its messages with
