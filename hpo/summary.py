@@ -83,6 +83,7 @@ def trial_rows(
     run_ids: dict[str, str],
     trial_ids: list[str] | None = None,
     interrupted: set[str] | frozenset[str] = frozenset(),
+    storage_interrupted: set[str] | frozenset[str] = frozenset(),
 ) -> list[TrialRow]:
     """One row per trial of Tune's ``ResultGrid``, sorted by trial id.
 
@@ -94,6 +95,7 @@ def trial_rows(
         run_ids: Trial id → nested MLflow run id.
         trial_ids: Each result's trial id, in order (a trial that never reported has none in its metrics).
         interrupted: Trials that Ctrl-C stopped before they ended (status ``interrupted``).
+        storage_interrupted: Trials that ended because the storage did not answer (``interrupted``, not failed).
     """
     metric, mode = config.objective.metric, config.objective.mode
     rows = []
@@ -109,7 +111,7 @@ def trial_rows(
         status = trial_status(last, error is not None)
         if error is not None:
             status = error_status(error)  # a storage outage past its limit interrupts the trial (resumable)
-        if trial_id in interrupted and status != "failed":
+        if trial_id in interrupted and (status != "failed" or trial_id in storage_interrupted):
             status = "interrupted"
         rows.append(
             TrialRow(

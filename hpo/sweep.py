@@ -124,11 +124,19 @@ def _run(
         _push_state(options, config.name)
         stop_ray(started_ray)
         raise SweepAborted(f"sweep '{config.name}' stopped: {failure_line(exc)}") from exc
-    monitor.close("interrupted" if interrupt.interrupted else "finished")
-    path, summary = _write_up(config, options, results, tracker, started, interrupt.interrupted)
+    storage_stopped = set(monitor.storage_interrupted)  # ended because the storage did not answer: resumable
+    interrupted = interrupt.interrupted or bool(storage_stopped)
+    monitor.close("interrupted" if interrupted else "finished")
+    path, summary = _write_up(config, options, results, tracker, started, interrupted, storage_stopped)
     stop_ray(started_ray)
     if interrupt.signum is not None:
         raise SweepInterrupted(interrupt.signum, config.name, path)
+    if storage_stopped:
+        raise SweepAborted(
+            f"sweep '{config.name}' interrupted: {len(storage_stopped)} trial(s) stopped because "
+            f"{options.storage} did not answer ({', '.join(sorted(storage_stopped))}); run 'hpo tune {source} "
+            "--resume' with the same --storage once it answers"
+        )
     return TuneResult.from_summary(summary, path)
 
 
@@ -152,7 +160,8 @@ def _push_state(options: RunOptions, name: str) -> None:
 
 
 def _write_up(
-    config: SweepConfig, options: RunOptions, results: Any, tracker: Tracker, started: float, interrupted: bool
+    config: SweepConfig, options: RunOptions, results: Any, tracker: Tracker, started: float, interrupted: bool,
+    storage_stopped: set[str] | frozenset[str] = frozenset(),
 ) -> tuple[Path, SweepSummary]:
     """Closes the study and the MLflow runs, writes ``summary.json`` and copies the driver state to the storage.
 
@@ -164,10 +173,10 @@ def _write_up(
     stopped: set[str] = set()
     if interrupted:  # trials not started, and those Tune stopped for Ctrl-C (it calls no trial hook for them)
         stopped = {tid for tid, status in trials if status not in ENDED_TUNE_STATUSES}
-        stopped |= set(tracker.open_trials())
+        stopped |= set(tracker.open_trials()) | set(storage_stopped)
     else:
         close_study(config, options.sweep_dir(config.name))  # a trial handed out just before a crash never ran
-    rows = trial_rows(results, config, tracker.run_ids(), [tid for tid, _ in trials], stopped)
+    rows = trial_rows(results, config, tracker.run_ids(), [tid for tid, _ in trials], stopped, storage_stopped)
     goal = goal_status(config, rows) if config.objective.goal is not None else None
     summary = build_summary(config, rows, tracker.summary_section(), time.time() - started, goal,
                             "interrupted" if interrupted else "finished")

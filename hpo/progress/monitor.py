@@ -82,6 +82,8 @@ class SweepMonitor(Callback):
         self.storage_watch: StorageWatch | None = None
         #: Trial id → when it last reported (a trial silent since the storage went down waits on it).
         self.reported_at: dict[str, float] = {}
+        #: Trials that ended because the storage did not answer (interrupted: ``--resume`` continues them).
+        self.storage_interrupted: set[str] = set()
         self._lock = threading.RLock()
         self.last_tick = 0.0
         self.last_log = -math.inf
@@ -91,7 +93,7 @@ class SweepMonitor(Callback):
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles its callbacks with the Tuner; a resumed sweep is given a new monitor instead.
         return {"progress": None, "header": self.header, "views": [], "live_file": None, "events_file": None,
-                "log": None, "storage_watch": None, "reported_at": {}}
+                "log": None, "storage_watch": None, "reported_at": {}, "storage_interrupted": set()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, tick_s=2.0, log_every_s=30.0, last_tick=0.0, last_log=-math.inf,
@@ -156,7 +158,12 @@ class SweepMonitor(Callback):
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """A trial failed."""
         line = trial_error_line(trial)
-        self._ended(trial, error_status(line), line)  # a storage outage past its limit interrupts, not fails
+        status = error_status(line)  # a storage outage past its limit interrupts, not fails
+        if status == "failed" and self.storage_watch is not None and self.storage_watch.down_since is not None:
+            status = "interrupted"  # failed while the storage did not answer (e.g. in Tune's own restore)
+        if status == "interrupted":
+            self.storage_interrupted.add(trial.trial_id)
+        self._ended(trial, status, line)
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         """Refreshes the views (time passes between results too); a resumed sweep learns its ended trials."""
