@@ -139,12 +139,17 @@ def botocore_config(limit_s: float | None = None) -> dict[str, Any]:
 STORAGE_LINE_START = "storage unreachable"
 
 
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """A storage error's text on one line, at most ``limit`` characters (the SDKs' messages span lines)."""
+    return " ".join(str(exc).split())[:limit]
+
+
 def storage_line(epoch: int | None, exc: BaseException) -> str:
     """The one-line reason of a trial stopped because its checkpoint of ``epoch`` could not be written.
 
     ``epoch`` None: the checkpoint it was to resume from could not be read.
     """
-    cause = " ".join(str(exc).split())[:160]
+    cause = one_line(exc, 160)
     what = "reading the checkpoint to resume from" if epoch is None else f"writing the checkpoint of epoch {epoch}"
     return (
         f"{STORAGE_LINE_START} for over {retry_limit_s():.0f} s ({RETRY_ENV}) {what} ({cause}); "

@@ -28,7 +28,14 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from hpo.errors import ConfigError
-from hpo.object_store import RETRY_ENV, gcs_filesystem, probe_filesystem, retry_limit_s, s3_filesystem
+from hpo.object_store import (
+    RETRY_ENV,
+    gcs_filesystem,
+    one_line,
+    probe_filesystem,
+    retry_limit_s,
+    s3_filesystem,
+)
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +288,7 @@ def _say_if_unreachable(storage: Storage) -> None:
         storage.probe()
     except OSError as exc:
         log.warning(
-            "%s does not answer (%s); retrying for up to %.0f s (%s)", storage, " ".join(str(exc).split())[:200],
+            "%s does not answer (%s); retrying for up to %.0f s (%s)", storage, one_line(exc),
             retry_limit_s(), RETRY_ENV,
         )
 

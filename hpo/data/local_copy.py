@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 #: Sub-directory of the cache root that holds whole-dataset copies (shared by every sweep of the node).
 COPIES = "copies"
+#: The longest a reader waits for another process of its node to finish the copy; then it reads the storage.
+COPY_WAIT_S = 1800.0
 
 
 def copy_dir(root: str | Path, info: DatasetInfo) -> Path:
@@ -43,6 +45,10 @@ def local_copy(info: DatasetInfo, root: str | Path, size_limit_mb: int) -> str:
 
     Returns:
         The copy's URL, or ``info.url`` when the dataset is local, too large, or has no fingerprint.
+
+    Raises:
+        OSError: The copy could not be made, or another process did not finish it in :data:`COPY_WAIT_S`
+            (the caller reads the storage instead).
     """
     if info.url.startswith("file://") or not info.fingerprint:
         return info.url
@@ -58,7 +64,7 @@ def local_copy(info: DatasetInfo, root: str | Path, size_limit_mb: int) -> str:
     if sum(f.size or 0 for f in files) > size_limit_mb * 2**20:
         return info.url
     target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock"):
+    with FileLock(str(target) + ".lock", timeout=COPY_WAIT_S):  # filelock.Timeout is an OSError
         if not (target / ".complete").is_file():
             partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
             shutil.rmtree(partial, ignore_errors=True)  # only ever a directory this function made

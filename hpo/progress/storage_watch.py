@@ -13,6 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from hpo.object_store import one_line
+
 logger = logging.getLogger(__name__)
 
 
@@ -54,7 +56,7 @@ class StorageWatch:
             self.probe()
             down = None
         except OSError as exc:
-            self.last_error = " ".join(str(exc).split())[:200]
+            self.last_error = one_line(exc)
             down = self.down_since or started
         if down != self.down_since:
             self.down_since = down
