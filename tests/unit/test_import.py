@@ -40,11 +40,12 @@ LAYERS = [
     {"partition"},
     {"sweep"},
     {"tuner"},
-    {"preflight", "summary", "ray_session", "progress", "rerun", "report"},
+    {"preflight", "summary", "ray_session", "progress", "rerun", "report", "queue"},
     {"search", "trial", "tracking", "cluster", "repeats", "interrupt", "driver"},
     {"data", "models", "compat", "stack_check"},
     {"config", "kinds", "cutoffs", "objective", "stats", "options", "storage", "object_store", "errors",
-     "_env", "trial.protocol", "writable", "sweep_summary", "data.sources", "results"},
+     "_env", "trial.protocol", "writable", "sweep_summary", "data.sources", "results",
+     "queue.entry", "queue.store"},
 ]
 
 

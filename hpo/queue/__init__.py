@@ -1,0 +1,31 @@
+"""The queue of sweeps on a shared cluster: entries kept in the sweeps' storage, read by every command.
+
+Front door: :class:`QueueEntry` (one queued sweep), :class:`EntryState`, :class:`QueueSettings`,
+:class:`QueueStore` (the entries and settings under ``STORAGE/_queue/``), and the questions every
+reader asks of a list of entries: :func:`in_order`, :func:`busy`, :func:`idle_since`.
+"""
+
+from hpo.queue.entry import (
+    ACTIVE_STATES,
+    ENDED_STATES,
+    EntryState,
+    QueueEntry,
+    QueueSettings,
+    busy,
+    idle_since,
+    in_order,
+)
+from hpo.queue.store import QUEUE_DIR, QueueStore
+
+__all__ = [
+    "ACTIVE_STATES",
+    "ENDED_STATES",
+    "QUEUE_DIR",
+    "EntryState",
+    "QueueEntry",
+    "QueueSettings",
+    "QueueStore",
+    "busy",
+    "idle_since",
+    "in_order",
+]

@@ -1,0 +1,123 @@
+"""One queued sweep as a typed record (:class:`QueueEntry`), the queue's settings, and order/idleness rules.
+
+An entry is the contract between ``hpo submit`` (writes it ``queued``), the dispatcher on the head (moves it
+through ``running`` to an ended state and fills in progress), ``hpo queue``/``hpo cancel`` (read it, ask
+for a cancel) and the cluster's autostop (reads whether anything is queued or running, and since when
+nothing is). Its serialisation is ``STORAGE/_queue/entries/NAME.json`` (see :mod:`hpo.queue.store`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: The ``version`` this hpo writes (and the newest it reads).
+ENTRY_VERSION = 1
+
+
+class EntryState(StrEnum):
+    """Where a queued sweep is: waiting, running, or ended one of four ways."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    CANCELLED = "cancelled"
+
+
+#: States that keep the cluster busy (autostop waits; ``hpo cluster down`` refuses without ``--force``).
+ACTIVE_STATES = frozenset({EntryState.QUEUED, EntryState.RUNNING})
+#: States a sweep ends in. ``interrupted`` is resumable: the dispatcher puts it back in the queue when the
+#: interruption was not asked for (a head that restarted), never when the user cancelled it.
+ENDED_STATES = frozenset({EntryState.SUCCEEDED, EntryState.FAILED, EntryState.INTERRUPTED, EntryState.CANCELLED})
+
+
+class QueueEntry(BaseModel):
+    """One sweep on the queue.
+
+    Attributes:
+        name: The sweep's name (unique in the storage; ``--changed-since`` appends the short commit id).
+        state: Where it is.
+        priority: Higher runs first; equal priorities run in submission order.
+        submitted_at: When ``hpo submit`` queued it (Unix seconds).
+        started_at: When its Ray job started (the latest start, for a resumed sweep).
+        ended_at: When it ended (None while queued or running).
+        trials_ended: Trials ended so far (from the sweep's progress).
+        trials_total: Trials the sweep will run (None when unknown).
+        forecast_remaining_s: The progress estimator's median time left (None when unknown).
+        job_id: The Ray job's submission id running it (the latest one).
+        sweep_file: The sweep file's path inside the packaged code.
+        package: Where the packaged code lies in the storage (a URL).
+        args: Extra ``hpo tune`` arguments (``--set KEY=VALUE`` …) the job runs with.
+        commit: The short commit id it was submitted from, when known.
+        cancel_requested: Set by ``hpo cancel`` on a running sweep; the dispatcher stops its job.
+        resumes: How many times the dispatcher resumed it after an interruption it did not ask for.
+        message: A one-line reason for a failed, interrupted or cancelled sweep.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    version: int = ENTRY_VERSION
+    name: str
+    state: EntryState = EntryState.QUEUED
+    priority: int = 0
+    submitted_at: float
+    started_at: float | None = None
+    ended_at: float | None = None
+    trials_ended: int = 0
+    trials_total: int | None = None
+    forecast_remaining_s: float | None = None
+    job_id: str | None = None
+    sweep_file: str = ""
+    package: str | None = None
+    args: list[str] = Field(default_factory=list)
+    commit: str | None = None
+    cancel_requested: bool = False
+    resumes: int = 0
+    message: str | None = None
+
+    def row(self, position: int | None) -> dict[str, Any]:
+        """The entry as ``hpo queue --json`` prints it (``position``: 1-based place among queued entries)."""
+        keys = ("name", "state", "priority", "submitted_at", "started_at", "ended_at", "trials_ended",
+                "trials_total", "forecast_remaining_s", "job_id")
+        data = self.model_dump(mode="json", include=set(keys))
+        return {"name": data["name"], "state": data["state"], "position": position,
+                **{k: data[k] for k in keys[2:]}}
+
+
+class QueueSettings(BaseModel):
+    """``STORAGE/_queue/settings.json``: the queue's settings.
+
+    Attributes:
+        max_running: Sweeps that may run at once.
+        autostop_s: With a value, the cluster is torn down once nothing is queued or running for this long.
+        cluster_file: The cluster file the cluster was started from (``hpo cluster up``), when known.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    max_running: int = Field(default=2, ge=1)
+    autostop_s: float | None = Field(default=None, gt=0)
+    cluster_file: str | None = None
+
+
+def in_order(entries: list[QueueEntry]) -> list[QueueEntry]:
+    """Queued entries in the order they are admitted: priority first (higher first), then submission order."""
+    queued = [e for e in entries if e.state == EntryState.QUEUED]
+    return sorted(queued, key=lambda e: (-e.priority, e.submitted_at, e.name))
+
+
+def busy(entries: list[QueueEntry]) -> bool:
+    """True while any entry is queued or running."""
+    return any(e.state in ACTIVE_STATES for e in entries)
+
+
+def idle_since(entries: list[QueueEntry]) -> float | None:
+    """Since when nothing has been queued or running: the latest end (None while busy or with no entries)."""
+    if busy(entries):
+        return None
+    ends = [e.ended_at for e in entries if e.ended_at is not None]
+    return max(ends) if ends else None
