@@ -226,6 +226,11 @@ def tune_trial_statuses(results: Any) -> list[tuple[str, str]]:
     return [(trial.trial_id, trial.status) for trial in results._experiment_analysis.trials]
 
 
+def tune_trial_configs(results: Any) -> list[dict[str, Any]]:
+    """Each trial's own config in a ``ResultGrid``, in the grid's order (``Result.config`` is its last result's)."""
+    return [dict(trial.config or {}) for trial in results._experiment_analysis.trials]
+
+
 def set_tuner_callbacks(tuner: Any, callbacks: list[Any]) -> None:
     """Gives a restored ``Tuner`` this run's callbacks instead of the ones pickled with the first run."""
     tuner._local_tuner.get_run_config().callbacks = callbacks

@@ -84,10 +84,13 @@ def trial_rows(
     trial_ids: list[str] | None = None,
     interrupted: set[str] | frozenset[str] = frozenset(),
     storage_interrupted: set[str] | frozenset[str] = frozenset(),
+    trial_configs: list[dict[str, Any]] | None = None,
 ) -> list[TrialRow]:
     """One row per trial of Tune's ``ResultGrid``, sorted by trial id.
 
-    A trial's metric is the objective at its best epoch (the weights EarlyStopping restores).
+    A trial's metric is the objective at its best epoch (the weights EarlyStopping restores). A trial whose
+    last result is another trial's (Tune can hand a trial that never started the result of the trial whose
+    actor it reused, when the sweep stops at that moment) counts as one that never reported.
 
     Args:
         results: Tune's ``ResultGrid``.
@@ -96,16 +99,20 @@ def trial_rows(
         trial_ids: Each result's trial id, in order (a trial that never reported has none in its metrics).
         interrupted: Trials that Ctrl-C stopped before they ended (status ``interrupted``).
         storage_interrupted: Trials that ended because the storage did not answer (``interrupted``, not failed).
+        trial_configs: Each result's own trial config, in order (used when its last result is another trial's).
     """
     metric, mode = config.objective.metric, config.objective.mode
     rows = []
     for i, result in enumerate(results):
         last = result.metrics or {}
         known_id = trial_ids[i] if trial_ids is not None else None
-        trial_id = last.get("trial_id") or known_id or str(result.path).rstrip("/").rsplit("/", 1)[-1]
         history = result.metrics_dataframe
         values = list(history[metric]) if history is not None and metric in history else []
         params = dict(result.config or {})
+        if known_id is not None and last.get("trial_id") not in (None, known_id):
+            last, values = {}, []  # another trial's result: this trial never reported
+            params = dict(trial_configs[i]) if trial_configs is not None else {}
+        trial_id = known_id or last.get("trial_id") or str(result.path).rstrip("/").rsplit("/", 1)[-1]
         repeat = int(params.pop(REPEAT_KEY, 0))
         error = trial_failure_line(_error_file(result), result.error) if result.error is not None else None
         status = trial_status(last, error is not None)

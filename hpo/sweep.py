@@ -176,7 +176,8 @@ def _write_up(
         stopped |= set(tracker.open_trials()) | set(storage_stopped)
     else:
         close_study(config, options.sweep_dir(config.name))  # a trial handed out just before a crash never ran
-    rows = trial_rows(results, config, tracker.run_ids(), [tid for tid, _ in trials], stopped, storage_stopped)
+    rows = trial_rows(results, config, tracker.run_ids(), [tid for tid, _ in trials], stopped, storage_stopped,
+                      compat.tune_trial_configs(results))
     goal = goal_status(config, rows) if config.objective.goal is not None else None
     summary = build_summary(config, rows, tracker.summary_section(), time.time() - started, goal,
                             "interrupted" if interrupted else "finished")

@@ -64,3 +64,16 @@ def test_without_an_error_file_the_run_still_says_the_trial_failed(tmp_path):
     nesting.on_trial_start(0, [], trial)
     nesting.on_trial_error(0, [], trial)
     assert MlflowClient(uri).get_run(nesting.run_ids["00002"]).data.tags["hpo.stop_reason"] == "trial failed"
+
+
+def test_a_trial_handed_another_trials_last_result_counts_as_never_reported(tmp_path):
+    # Tune can give a trial that never started the last result of the trial whose actor it reused, when the
+    # sweep stops at that moment: its row keeps its own id and config, without the other's metric or epochs.
+    done = Result(metrics={"trial_id": "aaaa", "training_iteration": 3, "epoch": 3, "val_accuracy": 0.9,
+                           "config": {"units": 32}}, checkpoint=None, error=None, path=str(tmp_path / "a"))
+    stale = Result(metrics={"trial_id": "aaaa", "config": {"units": 32}}, checkpoint=None, error=None,
+                   path=str(tmp_path / "b"))
+    rows = trial_rows([done, stale], parse_sweep(base_sweep()), {"aaaa": "run-a"}, ["aaaa", "bbbb"],
+                      trial_configs=[{"units": 32}, {"units": 8}])
+    assert [(r.trial_id, r.params, r.epochs, r.metric, r.mlflow_run_id) for r in rows] == [
+        ("aaaa", {"units": 32}, 3, None, "run-a"), ("bbbb", {"units": 8}, 0, None, None)]
