@@ -123,15 +123,18 @@ class Watcher:
         while True:
             decision = self.look()
             if decision is not None and decision.state == "teardown":
-                confirm = self.look()  # once more, right before: a sweep queued this very moment wins
+                # Said first, then checked once more: an 'hpo cluster up' that arms the autostop in between
+                # either sees the teardown coming (and waits for it) or is seen here (and cancels it).
+                started = self.clock()
+                self._write(decision, teardown_started_at=started)
+                confirm = self.look()
                 if confirm is not None and confirm.state == "teardown":
-                    self._write(confirm, teardown_started_at=self.clock())
                     log.warning("autostop: nothing queued or running since %s: tearing the cluster down",
                                 time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(confirm.idle_since)))
                     self.teardown()
-                    self._write(confirm, state="torn_down", teardown_started_at=None)
+                    self._write(confirm, state="torn_down", teardown_started_at=started)
                     return
-                decision = confirm
+                decision = confirm or AutostopDecision("counting", decision.idle_since, decision.fires_at)
             if decision is not None:
                 if decision.state != last:
                     log.info("autostop: %s", decision.state)
@@ -142,8 +145,6 @@ class Watcher:
     def _write(self, decision: AutostopDecision, **extra: object) -> None:
         data = {**asdict(decision), "pid": os.getpid(), "host": os.uname().nodename, "updated_at": self.clock(),
                 **extra}
-        if data.get("teardown_started_at") is None:
-            data.pop("teardown_started_at", None)
         try:
             write_status(self.store, data)
         except Exception as exc:  # noqa: BLE001 - the status file is for people; the watcher goes on
