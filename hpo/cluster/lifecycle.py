@@ -29,6 +29,8 @@ from hpo.queue.store import QueueStore
 LOCK_WAIT_S = 1800.0
 #: How long ``up`` waits for a head that another ``up`` is setting up, or that the autostop tears down.
 HEAD_WAIT_S = 1200.0
+#: A teardown the watcher started this long ago and never finished is not waited for any more.
+STALE_TEARDOWN_S = 900.0
 
 
 class ClusterBusy(HpoError):
@@ -80,7 +82,10 @@ def _tearing_down(store: QueueStore | None) -> bool:
         status = read_status(store) or {}
     except Exception:  # noqa: BLE001 - no status: nothing known about a teardown
         return False
-    return status.get("state") == "teardown" and "teardown_started_at" in status
+    started = status.get("teardown_started_at")
+    # A teardown that has said nothing for STALE_TEARDOWN_S ended without its last word (its watcher died).
+    return status.get("state") == "teardown" and isinstance(started, (int, float)) \
+        and time.time() - started < STALE_TEARDOWN_S
 
 
 def _wait_head(launcher: Launcher, until: Callable[[str], bool], wait_s: float, poll_s: float = 2.0) -> str:

@@ -240,3 +240,40 @@ def test_down_of_a_fake_cluster_that_is_not_up_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("HPO_STATE_DIR", str(tmp_path / "state"))
     proc = hpo_cli("cluster", "down", FAKE, "--storage", tmp_path / "runs", cwd=tmp_path)
     assert proc.returncode == 0 and "cluster hpo-local-fake: not up; nothing to tear down" in proc.stdout
+
+
+# --- what hpo cluster up writes into the queue's settings ----------------------------------------------------
+
+
+def test_up_records_the_autostop_keeps_max_running_and_off_removes_it(tmp_path):
+    import time
+
+    from hpo.cluster.autostop import armed_at
+    from hpo.cluster.lifecycle import _record_autostop
+
+    store = QueueStore(tmp_path)
+    store.put_settings(QueueSettings(max_running=4))
+    before = time.time()
+    assert _record_autostop(store, 900.0, "/c/aws.yaml") == 900.0
+    settings = store.settings()
+    assert (settings.max_running, settings.autostop_s, settings.cluster_file) == (4, 900.0, "/c/aws.yaml")
+    assert armed_at(settings) >= before
+    assert _record_autostop(store, None, "/c/aws.yaml") == 900.0  # no --autostop: as it was
+    assert _record_autostop(store, False, "/c/aws.yaml") is None  # --autostop off
+    assert store.settings().max_running == 4 and store.settings().autostop_s is None
+
+
+def test_up_waits_only_for_a_teardown_that_is_under_way(tmp_path):
+    import time
+
+    from hpo.cluster.autostop import write_status
+    from hpo.cluster.lifecycle import STALE_TEARDOWN_S, _tearing_down
+
+    store = QueueStore(tmp_path)
+    assert not _tearing_down(store) and not _tearing_down(None)
+    write_status(store, {"state": "teardown", "teardown_started_at": time.time()})
+    assert _tearing_down(store)
+    write_status(store, {"state": "teardown", "teardown_started_at": time.time() - STALE_TEARDOWN_S - 1})
+    assert not _tearing_down(store)
+    write_status(store, {"state": "counting", "teardown_started_at": time.time()})
+    assert not _tearing_down(store)
