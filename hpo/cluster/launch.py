@@ -111,11 +111,9 @@ class RayLauncher:
         self.on_head = on_head
 
     def _node_provider(self) -> Any:
-        from ray.autoscaler._private.commands import _bootstrap_config
-        from ray.autoscaler._private.providers import _get_node_provider
+        from hpo.compat import ray_cluster_node_provider
 
-        config = self.config if self.on_head else _bootstrap_config(dict(self.config))
-        return _get_node_provider(config["provider"], config["cluster_name"])
+        return ray_cluster_node_provider(self.config, bootstrap=not self.on_head)
 
     def head_status(self) -> HeadStatus:
         """The head by the provider's tags: up-to-date → up, update-failed → failed, else starting."""
