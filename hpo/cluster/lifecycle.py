@@ -124,7 +124,7 @@ def cluster_up(
     """
     info = validate_cluster_file(path)
     launcher = launcher_for(path)
-    if storage is None and autostop_s not in (None, False):
+    if storage is None and autostop_s is not None:
         raise ConfigError("--autostop: the autostop reads the queue in the sweeps' storage; pass --storage URI "
                           "(or set HPO_STORAGE)")
     if storage is not None:
