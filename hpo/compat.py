@@ -381,6 +381,22 @@ def ray_cluster_config_tools() -> tuple[Any, Any]:
     return prepare_config, validate_config
 
 
+def ray_cluster_node_provider(config: dict[str, Any], *, bootstrap: bool) -> Any:
+    """The node provider of a cluster file's config, as ``ray up``/``ray down`` build it.
+
+    Args:
+        config: The cluster file's contents.
+        bootstrap: True on the user's machine (Ray resolves the provider's settings from the cloud, as ``ray
+            up`` does); False for a config that is already bootstrapped (the head's
+            ``~/ray_bootstrap_config.yaml``, which the autoscaler on the head uses as it is).
+    """
+    from ray.autoscaler._private.commands import _bootstrap_config
+    from ray.autoscaler._private.providers import _get_node_provider
+
+    resolved = _bootstrap_config(dict(config)) if bootstrap else config
+    return _get_node_provider(resolved["provider"], resolved["cluster_name"])
+
+
 def gcs_cluster_config() -> Any:
     """The cluster config an autoscaler v2 publishes in the GCS (None if there is none)."""
     from ray._private.state import state

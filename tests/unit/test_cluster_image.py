@@ -218,8 +218,9 @@ def test_cloud_file_exports_the_storage(provider):
     assert len(exported) == 1
     storage = exported[0].split("HPO_STORAGE=", 1)[1]
     assert storage.startswith(STORAGE_SCHEME[provider]), storage
-    # The documented job submission uses it.
-    assert re.search(r"ray job submit .*hpo tune .*--storage \$HPO_STORAGE", text)
+    # The documented start and submission use it (the queue and the autostop live there).
+    assert re.search(rf"hpo cluster up .*--storage {re.escape(storage)}", text)
+    assert re.search(rf"hpo submit .*--storage {re.escape(storage)}", text)
 
 
 def test_aws_nodes_use_instance_profiles():

@@ -157,6 +157,23 @@ def test_ray_core_internals():
     assert hasattr(state, "get_cluster_config"), _broken("gcs_cluster_config", "ray", "state.get_cluster_config")
 
 
+def test_ray_cluster_node_provider(monkeypatch):
+    """``hpo cluster up/down`` and the autostop find and terminate nodes through the provider Ray's launcher builds."""
+    import yaml
+    from ray.autoscaler._private.commands import _bootstrap_config
+    from ray.autoscaler.tags import NODE_KIND_HEAD, TAG_RAY_NODE_KIND
+
+    from tests.conftest import ROOT
+
+    assert "no_config_cache" in inspect.signature(_bootstrap_config).parameters, \
+        _broken("ray_cluster_node_provider", "ray", "commands._bootstrap_config")
+    monkeypatch.setenv("RAY_FAKE_CLUSTER", "1")  # the fake provider is the one that needs no cloud
+    config = yaml.safe_load((ROOT / "cluster" / "local-fake.yaml").read_text())
+    provider = compat.ray_cluster_node_provider(config, bootstrap=False)
+    assert len(provider.non_terminated_nodes({TAG_RAY_NODE_KIND: NODE_KIND_HEAD})) == 1
+    assert callable(provider.terminate_nodes) and callable(provider.node_tags)
+
+
 @pytest.mark.parametrize("accessor", [name for name, f in vars(compat).items()
                                       if inspect.isfunction(f) and f.__module__ == compat.__name__])
 def test_every_accessor_has_a_docstring(accessor):
