@@ -70,10 +70,11 @@ class Dispatcher:
         for entry in self.store.entries():
             if entry.state == EntryState.RUNNING:
                 self._follow(entry)
-            elif entry.state == EntryState.INTERRUPTED and entry.requeue:
-                self._requeue(entry)
             elif entry.state == EntryState.QUEUED and entry.cancel_requested:
                 self._save(entry.model_copy(update={"state": EntryState.CANCELLED, "ended_at": time.time()}))
+        for entry in self.store.entries():  # before admission: a lost sweep goes back to its old place
+            if entry.state == EntryState.INTERRUPTED and entry.requeue:
+                self._requeue(entry)
         entries = self.store.entries()
         running = {e.name: self._live(e) for e in entries if e.state == EntryState.RUNNING}
         chosen = next_to_admit(entries, self.store.settings(), running)
