@@ -29,8 +29,9 @@ console = Console(soft_wrap=True)
 
 ClusterOption = Annotated[
     Optional[str],
-    typer.Option("--address",
-                 help="The cluster's job server (its dashboard): http://127.0.0.1:8265 through 'ray dashboard'."),
+    typer.Option("--address", envvar="HPO_ADDRESS",
+                 help="The cluster's job server: its dashboard, http://127.0.0.1:8265 through 'ray dashboard' "
+                 "(auto on the head)."),
 ]
 
 
@@ -45,7 +46,7 @@ def _jobs(address: str | None, storage: str, *, required: bool = False):
     if address is None:
         if required:
             raise ConfigError("--address: required; pass the cluster's dashboard, e.g. http://127.0.0.1:8265 "
-                              "(or set HPO_DASHBOARD)")
+                              "(or set HPO_ADDRESS)")
         return None
     from hpo.queue.jobs import Jobs
 

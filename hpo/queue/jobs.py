@@ -64,8 +64,6 @@ class Jobs:
         compat.enable_ray_token_auth_if_available()
         from ray.job_submission import JobSubmissionClient
 
-        if address is not None and "://" not in address:
-            address = f"http://{address}"
         try:
             self._client = JobSubmissionClient(address)
         except (ConnectionError, RuntimeError, ValueError) as exc:
