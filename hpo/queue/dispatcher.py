@@ -108,7 +108,11 @@ class Dispatcher:
         live = self._live(entry)
         if live is not None and (entry.started_at is None or live.time >= entry.started_at):
             update |= progress_fields(live)
-        if entry.cancel_requested and not entry.stop_sent:
+        else:
+            live = None
+        # Tune's loop runs (the sweep's live state says "running"): a signal now stops it as Ctrl-C does;
+        # earlier, it would stop the driver at once, without its write-up
+        if entry.cancel_requested and not entry.stop_sent and live is not None and live.state == "running":
             if self._stop(entry):
                 update["stop_sent"] = True
         if update:
