@@ -41,8 +41,8 @@ def _storage_arg(storage: str) -> str:
     return str(storage) if parsed.remote else parsed.root
 
 
-def _jobs(address: str | None, storage: str, *, required: bool = False):
-    """The cluster's job server with the dispatcher running, or None without an address."""
+def _jobs(address: str | None, storage: str, *, required: bool = False, start: bool = True):
+    """The cluster's job server (with the dispatcher running, if ``start``), or None without an address."""
     if address is None:
         if required:
             raise ConfigError("--address: required; pass the cluster's dashboard, e.g. http://127.0.0.1:8265 "
@@ -51,7 +51,8 @@ def _jobs(address: str | None, storage: str, *, required: bool = False):
     from hpo.queue.jobs import Jobs
 
     jobs = Jobs(address)
-    jobs.ensure_dispatcher(_storage_arg(storage))
+    if start:
+        jobs.ensure_dispatcher(_storage_arg(storage))
     return jobs
 
 
@@ -111,16 +112,18 @@ def submit(
         if parsed.sweep_exists(sweep):
             raise ConfigError(f"{file}: name: sweep '{sweep}' exists in {parsed}; pass --name to queue another one")
         names.append(sweep)
-    jobs = _jobs(address, storage, required=True) if checked else None
+    jobs = _jobs(address, storage, required=True, start=False) if checked else None
     extra = [f"--set={pair}" for pair in sets or []]
+    entries = store.entries()
     for (_, _, inputs), sweep in zip(checked, names, strict=True):
         package = store_package(parsed, build(inputs))
-        store.put(QueueEntry(name=sweep, submitted_at=time.time(), priority=priority, sweep_file=inputs.sweep_file,
-                             package=package, args=extra, commit=commit, data=inputs.data))
+        entry = QueueEntry(name=sweep, submitted_at=time.time(), priority=priority, sweep_file=inputs.sweep_file,
+                           package=package, args=extra, commit=commit, data=inputs.data)
+        store.put(entry)
+        entries.append(entry)
     if jobs is not None:
         jobs.ensure_dispatcher(_storage_arg(storage))
-    entries = store.entries()
-    places = {e.name: i for i, e in enumerate(in_order(entries), 1)}
+    places = {e.name: i for i, e in enumerate(in_order(entries), 1)}  # as submitted (the dispatcher may start one)
     rows = [{"name": n, "state": EntryState.QUEUED.value, "position": places.get(n)} for n in names]
     if as_json:
         print(json.dumps(rows))
