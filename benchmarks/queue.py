@@ -188,7 +188,7 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--trials", type=int, default=6, help="per sweep (more than --slots: a tail)")
     parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--epoch-s", type=float, default=1.0)
+    parser.add_argument("--epoch-s", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup-s", type=float, default=20.0)
     parser.add_argument("--timeout", type=float, default=1200.0)
