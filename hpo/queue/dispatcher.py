@@ -153,10 +153,10 @@ class Dispatcher:
         update: dict[str, object] = {"ended_at": time.time(), "forecast_remaining_s": 0.0}
         if summary is not None:
             update["trials_ended"] = len(summary.trials)
-        if entry.cancel_requested:
-            update |= {"state": EntryState.INTERRUPTED, "message": CANCELLED_RUNNING.format(name=entry.name)}
-        elif state.status == "SUCCEEDED":
+        if state.status == "SUCCEEDED":  # also when a cancel came too late to stop it
             update |= {"state": EntryState.SUCCEEDED, "message": None}
+        elif entry.cancel_requested:
+            update |= {"state": EntryState.INTERRUPTED, "message": CANCELLED_RUNNING.format(name=entry.name)}
         elif summary is not None and summary.status == "interrupted":
             update |= {"state": EntryState.INTERRUPTED,
                        "message": f"interrupted; 'hpo tune FILE --name {entry.name} --resume' continues it"}
