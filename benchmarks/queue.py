@@ -17,23 +17,29 @@ its epochs' real seconds, with no TensorFlow start-up to blur the measure. Write
 
 from __future__ import annotations
 
-import argparse
-import os
-import platform
-import shutil
-import signal
-import socket
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-import yaml
-from _report import write_report
+# This script is named like the standard library's ``queue``, which Ray and pyarrow import: its folder goes to
+# the end of the module path (``_report`` is still found there).
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+
+import argparse  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import urllib.error  # noqa: E402
+import urllib.request  # noqa: E402
+
+import yaml  # noqa: E402
+from _report import write_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RAY = str(Path(sys.executable).with_name("ray"))
