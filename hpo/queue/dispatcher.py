@@ -190,6 +190,10 @@ class Dispatcher:
             self._save(fresh.model_copy(update={"state": EntryState.FAILED, "ended_at": time.time(),
                                                 "message": f"the job server refused it: {text}"}))
             return
+        now = self.store.get(entry.name)
+        if now is not None and now.state == EntryState.CANCELLED:  # hpo cancel came while it was submitted
+            self.jobs.stop(job_id)
+            return
         self._save(fresh.model_copy(update={"state": EntryState.RUNNING, "started_at": time.time(),
                                             "ended_at": None, "job_id": job_id, "stop_sent": False}))
 
