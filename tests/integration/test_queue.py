@@ -247,6 +247,8 @@ def test_changed_sweeps_run_in_priority_order_and_cancel_stops_or_drops_them(hea
         f"real-{commit}": "succeeded", "urgent": "interrupted", f"own-{commit}": "cancelled"}
     logs = hpo(repo, "logs", f"real-{commit}", "--address", head.url, "--storage", str(storage))
     assert logs.returncode == 0 and "best:" in logs.stdout, logs.stderr
+    followed = hpo(repo, "logs", f"real-{commit}", "--follow", "--address", head.url, "--storage", str(storage))
+    assert followed.returncode == 0 and "best:" in followed.stdout, followed.stderr  # an ended job: all, then exit
     token = (Path.home() / ".ray" / "auth_token").read_text().strip()
     assert token not in driver_logs(head) and token not in logs.stdout
     assert token not in (storage / "_queue").joinpath("entries", f"real-{commit}.json").read_text()
