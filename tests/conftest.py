@@ -22,8 +22,9 @@ HPO = str(Path(sys.executable).with_name("hpo"))
 #: first and the hundreds of short unit tests, collected last, fill the end, so both processes finish
 #: together instead of one running the last long module alone.
 SLOWEST_FIRST = (
-    "test_mlflow", "test_search_contract", "test_two_nodes", "test_interrupt", "test_trial_runtime",
-    "test_notebooks", "test_partition_cli", "test_cluster", "test_cluster_up", "test_examples", "test_schedulers_real",
+    "test_mlflow", "test_search_contract", "test_two_nodes", "test_queue", "test_interrupt", "test_trial_runtime",
+    "test_notebooks", "test_partition_cli", "test_cluster", "test_cluster_up", "test_examples",
+    "test_schedulers_real",
     "test_sweep", "test_kinds_sweep", "test_storage_stalls", "test_resume", "test_data_sweep",
     "test_horovod_build",
 )

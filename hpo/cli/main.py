@@ -20,7 +20,8 @@ from hpo.cli.errors import one_line_errors
 from hpo.cli.init import init
 from hpo.cli.install_stack import install_stack
 from hpo.cli.listing import list_sweeps
-from hpo.cli.options import AddressOption, JsonOption, MlflowUriOption, QuietOption, StorageOption
+from hpo.cli.options import AddressOption, JsonOption, MlflowUriOption, QuietOption, SetOption, StorageOption
+from hpo.cli.queue import cancel, logs, queue, submit
 from hpo.cli.status import status
 from hpo.cli.stop import stop
 from hpo.cli.sync import sync
@@ -46,11 +47,6 @@ app = typer.Typer(
     context_settings=CONTEXT,
 )
 console = Console(soft_wrap=True)
-
-SetOption = Annotated[
-    Optional[list[str]],
-    typer.Option("--set", help="Replace a sweep-file key: KEY=VALUE, the value read as YAML (trial.max_epochs=3)."),
-]
 
 
 def _version(value: bool) -> None:
@@ -387,6 +383,10 @@ app.command(rich_help_panel=SWEEPS)(report)
 app.command("list", rich_help_panel=SWEEPS)(list_sweeps)
 app.command(rich_help_panel=SWEEPS)(stop)
 app.command(rich_help_panel=SWEEPS)(repeat)
+app.command(rich_help_panel=SWEEPS)(submit)
+app.command(rich_help_panel=SWEEPS)(queue)
+app.command(rich_help_panel=SWEEPS)(cancel)
+app.command(rich_help_panel=SWEEPS)(logs)
 app.command(rich_help_panel=TOOLS)(ui)
 app.command(rich_help_panel=TOOLS)(sync)
 app.command(rich_help_panel=TOOLS)(init)

@@ -29,6 +29,10 @@ AddressOption = Annotated[
     Optional[str],
     typer.Option("--address", envvar="HPO_ADDRESS", help="Ray address (auto, ray://host:10001); default: a local Ray."),
 ]
+SetOption = Annotated[
+    Optional[list[str]],
+    typer.Option("--set", help="Replace a sweep-file key: KEY=VALUE, the value read as YAML (trial.max_epochs=3)."),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object (schema: docs/cli.md).")]
 
 

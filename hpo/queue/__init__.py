@@ -3,6 +3,11 @@
 Front door: :class:`QueueEntry` (one queued sweep), :class:`EntryState`, :class:`QueueSettings`,
 :class:`QueueStore` (the entries and settings under ``STORAGE/_queue/``), and the questions every
 reader asks of a list of entries: :func:`in_order`, :func:`busy`, :func:`idle_since`.
+
+The queue's machinery is imported by module: :mod:`hpo.queue.admission` (which queued sweep starts, and
+when), :mod:`hpo.queue.changed` (``--changed-since``), :mod:`hpo.queue.package` (a sweep's code as one zip in
+the storage), :mod:`hpo.queue.jobs` (the cluster's Ray job server) and :mod:`hpo.queue.dispatcher` (the one
+job on the head that runs the queue).
 """
 
 from hpo.queue.entry import (

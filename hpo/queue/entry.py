@@ -56,6 +56,10 @@ class QueueEntry(BaseModel):
         cancel_requested: Set by ``hpo cancel`` on a running sweep; the dispatcher stops its job.
         resumes: How many times the dispatcher resumed it after an interruption it did not ask for.
         message: A one-line reason for a failed, interrupted or cancelled sweep.
+        data: ``data.<key>`` → the path of a dataset packed with the code (the job reads its unpacked copy).
+        requeue: Set by the dispatcher on a sweep interrupted without being asked (its job was lost): the
+            next pass queues it again to resume.
+        stop_sent: The dispatcher has sent a cancelled running sweep's driver its stop.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -78,6 +82,9 @@ class QueueEntry(BaseModel):
     cancel_requested: bool = False
     resumes: int = 0
     message: str | None = None
+    data: dict[str, str] = Field(default_factory=dict)
+    requeue: bool = False
+    stop_sent: bool = False
 
     def row(self, position: int | None) -> dict[str, Any]:
         """The entry as ``hpo queue --json`` prints it (``position``: 1-based place among queued entries)."""

@@ -1,0 +1,246 @@
+"""Cluster utilisation over a queue of sweeps, and submit → first trial running, on a real local Ray head.
+
+Starts a Ray head with its job server (``--slots`` logical CPUs, every trial takes one), then:
+
+- submits the same three sweeps twice through ``hpo submit``: once with ``max_running: 1`` (one sweep after
+  another: each sweep's tail of running trials leaves slots idle, the baseline) and once with the queue's
+  admission (``max_running: 2``: the next sweep starts once the running one has no trial waiting);
+  utilisation = Σ trial busy time / (wall × slots), from the first trial's start to the last one's end
+  (the trials' start and end from each sweep's progress journal);
+- on the warm cluster (the dispatcher running, the queue empty), times ``hpo submit`` → the sweep's first
+  trial running, ``--repeats`` times.
+
+The sweeps use the simulated backend on real time (``simulated_clock: false``): a trial holds its slot for
+its epochs' real seconds, with no TensorFlow start-up to blur the measure. Writes
+``benchmarks/results/queue.json``. Never asserts on time; it measures.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This script is named like the standard library's ``queue``, which Ray and pyarrow import: its folder goes to
+# the end of the module path (``_report`` is still found there).
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+
+import argparse  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import urllib.error  # noqa: E402
+import urllib.request  # noqa: E402
+
+import yaml  # noqa: E402
+from _report import write_report  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_head(slots: int, temp_dir: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """A Ray head with its dashboard on 127.0.0.1; returns (its process, the job server's URL)."""
+    dashboard = _port()
+    cmd = [RAY, "start", "--head", "--block", f"--port={_port()}", f"--num-cpus={slots}", "--num-gpus=0",
+           "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}", "--disable-usage-stats",
+           "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}",
+           f"--ray-client-server-port={_port()}", f"--dashboard-agent-listen-port={_port()}"]
+    log = (temp_dir / "head.log").open("w")
+    head = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{dashboard}"
+    deadline = time.time() + 300
+    while time.time() < deadline and head.poll() is None:
+        try:
+            urllib.request.urlopen(f"{url}/api/version", timeout=5)
+            return head, url
+        except urllib.error.HTTPError:
+            return head, url
+        except OSError:
+            time.sleep(1)
+    raise RuntimeError(f"the head did not start: {temp_dir / 'head.log'}")
+
+
+def stop_head(head: subprocess.Popen) -> None:
+    """Stops the head and everything under it, by PID (never ``ray stop``)."""
+    import psutil
+
+    try:
+        procs = [psutil.Process(head.pid), *psutil.Process(head.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        procs = []
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=15)
+    try:
+        os.killpg(head.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def sweep(name: str, slots: int, trials: int, epochs: int, epoch_s: float) -> dict:
+    return {"name": name, "model": "hpo.models.mlp:build", "data": {"train": "builtin:digits"},
+            "objective": {"metric": "val_accuracy", "mode": "max"},
+            "search": {"algorithm": "random", "num_samples": trials, "max_concurrent": slots, "seed": 1},
+            "scheduler": {"type": "fifo"},
+            "trial": {"workers": 1, "cpus_per_worker": 1, "max_epochs": epochs, "backend": "simulated",
+                      "simulated_epoch_s": epoch_s, "simulated_clock": False, "early_stopping": {"patience": 999}},
+            "tracking": {"mlflow_uri": "sqlite:////tmp/hpo-bench-queue-mlflow.db"},
+            "space": {"learning_rate": {"type": "float", "low": 0.001, "high": 0.1, "log": True}}}
+
+
+def hpo(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop("RAY_AUTH_MODE", None)
+    proc = subprocess.run([sys.executable, "-m", "hpo.cli.main", *args], cwd=cwd, capture_output=True, text=True,
+                          env=env, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"hpo {' '.join(args)}: {proc.stderr[-2000:]}")
+    return proc
+
+
+def spans(storage: Path, name: str) -> list[tuple[float, float]]:
+    """(start, end) of every trial of a sweep, from its progress journal."""
+    from hpo.progress.journal import EVENTS_FILE, read_events
+
+    starts, out = {}, []
+    for event in read_events(storage / name / EVENTS_FILE):
+        if event["event"] == "start":
+            starts.setdefault(event["trial"], event["t"])
+        elif event["event"] == "end" and event["trial"] in starts:
+            out.append((starts[event["trial"]], event["t"]))
+    return out
+
+
+def wait_ended(storage: Path, names: list[str], timeout: float) -> dict[str, str]:
+    from hpo.queue import EntryState, QueueStore
+
+    store = QueueStore(storage)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        states = {n: store.get(n).state for n in names}  # type: ignore[union-attr]
+        if all(s not in (EntryState.QUEUED, EntryState.RUNNING) for s in states.values()):
+            return {n: s.value for n, s in states.items()}
+        time.sleep(1)
+    raise RuntimeError(f"sweeps did not end in {timeout:.0f} s: {states}")
+
+
+def run_queue(url: str, scratch: Path, label: str, max_running: int, args: argparse.Namespace) -> dict:
+    """Three sweeps through the queue with ``max_running``; their utilisation of the slots."""
+    from hpo.queue import QueueSettings, QueueStore
+
+    storage = scratch / label
+    QueueStore(storage).put_settings(QueueSettings(max_running=max_running))
+    names = [f"{label}-{i}" for i in range(3)]
+    files = []
+    for name in names:
+        path = scratch / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(sweep(name, args.slots, args.trials, args.epochs, args.epoch_s)))
+        files.append(path.name)
+    hpo(scratch, "submit", *files, "--address", url, "--storage", str(storage))
+    states = wait_ended(storage, names, args.timeout)
+    all_spans = [s for n in names for s in spans(storage, n)]
+    first, last = min(s for s, _ in all_spans), max(e for _, e in all_spans)
+    busy = sum(e - s for s, e in all_spans)
+    wall = last - first
+    return {"max_running": max_running, "states": states, "trials": len(all_spans), "wall_s": round(wall, 2),
+            "busy_s": round(busy, 2), "utilisation": round(busy / (wall * args.slots), 4)}
+
+
+def submit_latency(url: str, scratch: Path, args: argparse.Namespace) -> list[float]:
+    """``hpo submit`` → the sweep's first trial running, on a warm cluster with an empty queue."""
+    from hpo.progress.journal import EVENTS_FILE, read_events
+
+    storage = scratch / "warm"
+    hpo(scratch, "queue", "--address", url, "--storage", str(storage))  # starts the dispatcher
+    time.sleep(args.warmup_s)  # the dispatcher job is up and polling
+    latencies = []
+    for i in range(args.repeats):
+        name = f"warm-{i}"
+        path = scratch / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(sweep(name, args.slots, 1, 2, 0.2)))
+        started = time.time()
+        hpo(scratch, "submit", path.name, "--address", url, "--storage", str(storage))
+        journal = storage / name / EVENTS_FILE
+        deadline = time.time() + args.timeout
+        while time.time() < deadline:
+            starts = [e["t"] for e in read_events(journal) if e["event"] == "start"] if journal.is_file() else []
+            if starts:
+                latencies.append(round(min(starts) - started, 2))
+                break
+            time.sleep(0.2)
+        wait_ended(storage, [name], args.timeout)
+    return latencies
+
+
+def main() -> None:
+    """Runs the benchmark and writes the JSON result."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slots", type=int, default=4)
+    parser.add_argument("--trials", type=int, default=6, help="per sweep (more than --slots: a tail)")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--epoch-s", type=float, default=2.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup-s", type=float, default=20.0)
+    parser.add_argument("--timeout", type=float, default=1200.0)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "queue.json"))
+    args = parser.parse_args()
+
+    sys.path.insert(0, str(ROOT))
+    temp_dir = Path(tempfile.mkdtemp(prefix="hpo-bq-", dir="/tmp"))
+    scratch = Path(tempfile.mkdtemp(prefix="hpo-bench-queue-"))
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "TF_USE_LEGACY_KERAS": "1", "RAY_AUTH_MODE": "token",
+           "RAY_DISABLE_PYARROW_VERSION_CHECK": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    if not (Path.home() / ".ray" / "auth_token").exists():
+        subprocess.run([RAY, "get-auth-token", "--generate"], check=True, capture_output=True)
+    head, url = start_head(args.slots, temp_dir, env)
+    try:
+        baseline = run_queue(url, scratch, "one-after-another", 1, args)
+        queued = run_queue(url, scratch, "queue", 2, args)
+        latencies = submit_latency(url, scratch, args)
+    finally:
+        stop_head(head)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    report = {
+        "benchmark": "queue",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "note": "a shared, loaded 2-core machine (other people's test suites ran at the same time): "
+                            "every time here is this machine's, start-up latencies most of all"},
+        "load_avg_end": list(os.getloadavg()),
+        "setup": {"slots": args.slots, "sweeps": 3, "trials_per_sweep": args.trials, "epochs": args.epochs,
+                  "epoch_s": args.epoch_s, "backend": "simulated (real time)"},
+        "utilisation": {"queue": queued["utilisation"], "one_after_another": baseline["utilisation"],
+                        "target_queue": 0.90},
+        "queue": queued,
+        "one_after_another": baseline,
+        "submit_to_first_trial_s": {"runs": latencies,
+                                    "median": statistics.median(latencies) if latencies else None,
+                                    "target": 10.0},
+        "method": "utilisation = sum of trial busy time / (wall x slots) from the first trial start to the last "
+                  "trial end, trial start/end from each sweep's progress journal; submit latency = start of "
+                  "'hpo submit' to the sweep's first trial start, with the dispatcher already running",
+    }
+    write_report(report, args.out)
+
+
+if __name__ == "__main__":
+    main()

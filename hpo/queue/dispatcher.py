@@ -1,0 +1,234 @@
+"""The queue's dispatcher: one long-lived Ray job on the head that starts queued sweeps as Ray jobs.
+
+``hpo submit`` (and every other queue command) starts it through the job server when none runs
+(:meth:`hpo.queue.jobs.Jobs.ensure_dispatcher`); it holds no state of its own. Every ``POLL_S`` it reads the
+queue from the sweeps' storage and:
+
+- follows each running sweep: its progress (trials ended, planned, the forecast) from the sweep's
+  ``progress.json``; its end from the job server (``succeeded``, ``failed``, or ``interrupted``); a job the
+  server no longer knows (the head restarted) makes the sweep ``interrupted`` and, on the next pass,
+  queued again to run with ``hpo tune --resume``, in its old place;
+- stops a running sweep ``hpo cancel`` asked to stop as Ctrl-C does (SIGTERM to its driver, found in its
+  ``driver.json``): it ends ``interrupted``, resumable, nothing registered, and is not resumed by the queue;
+- admits the next queued sweep by :func:`hpo.queue.admission.next_to_admit` and submits ``hpo tune`` for it
+  with the packaged code as the job's ``working_dir``.
+
+Run as ``python -m hpo.queue.dispatcher --storage STORAGE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shlex
+import signal
+import time
+
+from hpo.driver import read_driver
+from hpo.options import summary_path
+from hpo.progress.live import PROGRESS_FILE, Snapshot, read_live
+from hpo.queue.admission import next_to_admit
+from hpo.queue.entry import EntryState, QueueEntry
+from hpo.queue.jobs import ROLE_KEY, SWEEP_ROLE, Jobs, JobState, python
+from hpo.queue.package import working_dir
+from hpo.queue.store import QueueStore
+from hpo.storage import Storage
+from hpo.sweep_summary import SweepSummary
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between two passes over the queue.
+POLL_S = 1.0
+#: How often the queue resumes one sweep after interruptions it did not ask for.
+MAX_RESUMES = 3
+#: Messages the dispatcher leaves on an entry.
+LOST = "its job was lost (the head restarted or its driver died); the queue resumes it"
+CANCELLED_RUNNING = ("cancelled while running: stopped as after Ctrl-C; "
+                     "'hpo tune FILE --name {name} --resume' continues it")
+
+
+class Dispatcher:
+    """Moves the queue of one storage along, one :meth:`tick` at a time.
+
+    Args:
+        storage: The sweeps' storage (the queue lives under ``_queue/``).
+        jobs: The cluster's job server.
+        storage_arg: The ``--storage`` the sweeps' jobs get (the storage as the user wrote it).
+    """
+
+    def __init__(self, storage: Storage, jobs: Jobs, storage_arg: str) -> None:
+        self.storage = storage
+        self.store = QueueStore(storage)
+        self.jobs = jobs
+        self.storage_arg = storage_arg
+
+    # -- one pass --------------------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """One pass: follow running sweeps, requeue lost ones, drop cancelled queued ones, admit the next."""
+        for entry in self.store.entries():
+            if entry.state == EntryState.RUNNING:
+                self._follow(entry)
+            elif entry.state == EntryState.QUEUED and entry.cancel_requested:
+                self._save(entry.model_copy(update={"state": EntryState.CANCELLED, "ended_at": time.time()}))
+        for entry in self.store.entries():  # before admission: a lost sweep goes back to its old place
+            if entry.state == EntryState.INTERRUPTED and entry.requeue:
+                self._requeue(entry)
+        entries = self.store.entries()
+        running = {e.name: self._live(e) for e in entries if e.state == EntryState.RUNNING}
+        chosen = next_to_admit(entries, self.store.settings(), running)
+        if chosen is not None:
+            self._start(chosen)
+
+    def _live(self, entry: QueueEntry) -> Snapshot | None:
+        return read_live(self.storage.state_dir(entry.name) / PROGRESS_FILE)
+
+    def _save(self, entry: QueueEntry) -> None:
+        """Writes ``entry``, keeping a cancel that ``hpo cancel`` wrote since it was read."""
+        fresh = self.store.get(entry.name)
+        if fresh is not None and fresh.cancel_requested and not entry.cancel_requested:
+            entry = entry.model_copy(update={"cancel_requested": True})
+        if fresh is not None and fresh.state == EntryState.CANCELLED:
+            return  # cancelled while queued: hpo cancel's word is final
+        if fresh is None or fresh.model_dump() != entry.model_dump():
+            self.store.put(entry)
+
+    # -- running sweeps --------------------------------------------------------------------------------
+
+    def _follow(self, entry: QueueEntry) -> None:
+        state = self.jobs.state(entry.job_id) if entry.job_id else None
+        if state is None:
+            self._lost(entry)
+            return
+        if state.ended:
+            self._ended(entry, state)
+            return
+        update: dict[str, object] = {}
+        live = self._live(entry)
+        if live is not None and (entry.started_at is None or live.time >= entry.started_at):
+            update |= progress_fields(live)
+        else:
+            live = None
+        # Tune's loop runs (the sweep's live state says "running"): a signal now stops it as Ctrl-C does;
+        # earlier, it would stop the driver at once, without its write-up
+        if entry.cancel_requested and not entry.stop_sent and live is not None and live.state == "running":
+            if self._stop(entry):
+                update["stop_sent"] = True
+        if update:
+            self._save(entry.model_copy(update=update))
+
+    def _stop(self, entry: QueueEntry) -> bool:
+        """SIGTERM to the sweep's driver (the graceful stop of Ctrl-C); False while it has not recorded itself."""
+        record = read_driver(self.storage.state_dir(entry.name))
+        if record is None or (entry.started_at is not None and record.started < entry.started_at - 5):
+            return False
+        if not record.local:
+            return self.jobs.stop(entry.job_id or "")
+        try:
+            os.kill(record.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def _lost(self, entry: QueueEntry) -> None:
+        requeue = not entry.cancel_requested and entry.resumes < MAX_RESUMES
+        self._save(entry.model_copy(update={
+            "state": EntryState.INTERRUPTED, "ended_at": time.time(), "requeue": requeue,
+            "message": LOST if requeue else "its job was lost; 'hpo tune FILE --resume' continues it"}))
+
+    def _requeue(self, entry: QueueEntry) -> None:
+        self._save(entry.model_copy(update={
+            "state": EntryState.QUEUED, "requeue": False, "resumes": entry.resumes + 1, "ended_at": None,
+            "message": f"resumed by the queue after an interruption ({entry.resumes + 1} of {MAX_RESUMES})"}))
+
+    def _ended(self, entry: QueueEntry, state: JobState) -> None:
+        path = summary_path(self.storage, entry.name)
+        summary = None
+        if path.is_file() and path.stat().st_mtime >= (entry.started_at or 0) - 1:
+            try:
+                summary = SweepSummary.read(path)
+            except Exception:  # noqa: BLE001 - the job's own state decides then
+                summary = None
+        update: dict[str, object] = {"ended_at": time.time(), "forecast_remaining_s": 0.0}
+        if summary is not None:
+            update["trials_ended"] = len(summary.trials)
+        if state.status == "SUCCEEDED":  # also when a cancel came too late to stop it
+            update |= {"state": EntryState.SUCCEEDED, "message": None}
+        elif entry.cancel_requested:
+            update |= {"state": EntryState.INTERRUPTED, "message": CANCELLED_RUNNING.format(name=entry.name)}
+        elif summary is not None and summary.status == "interrupted":
+            update |= {"state": EntryState.INTERRUPTED,
+                       "message": f"interrupted; 'hpo tune FILE --name {entry.name} --resume' continues it"}
+        else:
+            update |= {"state": EntryState.FAILED, "message": self._failure(entry, state)}
+        self._save(entry.model_copy(update=update))
+
+    def _failure(self, entry: QueueEntry, state: JobState) -> str:
+        try:
+            lines = [line for line in self.jobs.logs(entry.job_id or "").splitlines() if line.startswith("error:")]
+        except Exception:  # noqa: BLE001 - the server's message then
+            lines = []
+        return lines[-1] if lines else (state.message.strip().splitlines() or [state.status.lower()])[-1]
+
+    # -- admission ---------------------------------------------------------------------------------------
+
+    def _start(self, entry: QueueEntry) -> None:
+        fresh = self.store.get(entry.name)
+        if fresh is None or fresh.state != EntryState.QUEUED or fresh.cancel_requested:
+            return
+        from hpo.rerun import sweep_state
+
+        resume = sweep_state(self.storage.state_dir(entry.name), self.storage, entry.name) != "new"
+        job_id = f"hpo-{entry.name}-{int(time.time() * 1000)}"
+        runtime_env = {"working_dir": working_dir(self.storage, entry.package)} if entry.package else None
+        try:
+            self.jobs.submit(sweep_command(fresh, self.storage_arg, resume), job_id, runtime_env,
+                             {ROLE_KEY: SWEEP_ROLE, "hpo_sweep": entry.name})
+        except Exception as exc:  # noqa: BLE001 - one bad entry never stops the queue
+            text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            self._save(fresh.model_copy(update={"state": EntryState.FAILED, "ended_at": time.time(),
+                                                "message": f"the job server refused it: {text}"}))
+            return
+        now = self.store.get(entry.name)
+        if now is not None and now.state == EntryState.CANCELLED:  # hpo cancel came while it was submitted
+            self.jobs.stop(job_id)
+            return
+        self._save(fresh.model_copy(update={"state": EntryState.RUNNING, "started_at": time.time(),
+                                            "ended_at": None, "job_id": job_id, "stop_sent": False}))
+
+
+def progress_fields(live: Snapshot) -> dict[str, object]:
+    """The entry's progress fields from a sweep's live snapshot."""
+    ended = live.completed + live.stopped_early + live.failed + live.diverged + live.interrupted
+    return {"trials_ended": ended, "trials_total": live.planned, "forecast_remaining_s": live.remaining_s_median}
+
+
+def sweep_command(entry: QueueEntry, storage_arg: str, resume: bool) -> str:
+    """The job's entrypoint: ``hpo tune`` of the packaged sweep file, on the cluster, under the entry's name."""
+    words = [python(), "-m", "hpo.cli.main", "tune", entry.sweep_file, "--name", entry.name,
+             "--storage", storage_arg, "--address", "auto", "--quiet", *(["--resume"] if resume else []), *entry.args]
+        # A packed dataset is read from the job's unpacked copy: its working directory ($PWD in the job's shell).
+    packed = [f'--set=data.{key}=file://"$PWD"/{shlex.quote(path)}' for key, path in sorted(entry.data.items())]
+    return " ".join([shlex.join(words), *packed])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The dispatcher's loop (until its job is stopped or the cluster stops)."""
+    parser = argparse.ArgumentParser(prog="python -m hpo.queue.dispatcher")
+    parser.add_argument("--storage", required=True)
+    parser.add_argument("--poll", type=float, default=POLL_S)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    dispatcher = Dispatcher(Storage.parse(args.storage), Jobs(None), args.storage)
+    logger.info("hpo queue dispatcher: queue in %s", args.storage)
+    while True:
+        try:
+            dispatcher.tick()
+        except Exception:  # a storage brownout or a busy job server: try again on the next pass
+            logger.exception("queue pass failed; retrying")
+        time.sleep(args.poll)
+
+
+if __name__ == "__main__":
+    main()
