@@ -113,8 +113,9 @@ def test_gpu_target_is_nvidia_cuda_base_built_on_cuda_devel(stages):
     copies = stages["gpu"].args("COPY")
     assert any(args.startswith("--from=gpu-build") and "/opt/hpo /opt/hpo" in args for args in copies), copies
     assert "install.sh" not in stages["gpu"].text()
-    # Horovod's libnccl.so.2 is the NCCL wheel's, the one TensorFlow loads.
-    assert stages["gpu"].env()["LD_LIBRARY_PATH"].startswith(f"{VENV}/lib/python3.11/site-packages/nvidia/nccl/lib:")
+    # Horovod's libnccl.so.2 is the NCCL wheel's, the one TensorFlow loads (also in the build's import check).
+    for name in ("gpu", "gpu-build"):
+        assert stages[name].env()["LD_LIBRARY_PATH"].startswith(f"{VENV}/lib/python3.11/site-packages/nvidia/nccl/lib:")
 
 
 def test_the_images_cuda_is_the_one_tensorflow_and_cuda_installs(stages):
