@@ -11,7 +11,11 @@
 # The nccl flavour reads: HPO_CUDA_HOME (a CUDA toolkit: bin/nvcc, include/, lib64/; default: the one
 # whose nvcc is on PATH, else /usr/local/cuda), HPO_NCCL_HOME (include/nccl.h and lib/libnccl.so; default: the NCCL wheel that
 # tensorflow[and-cuda] installed in the venv, so that Horovod and TensorFlow load the same NCCL) and
-# HOROVOD_BUILD_CUDA_CC_LIST (the GPU architectures compiled for; default below).
+# HOROVOD_BUILD_CUDA_CC_LIST (the GPU architectures compiled for; default below) and HPO_HASH_INCLUDE (a
+# directory with highwayhash/ and farmhash.h; default: the system's). The GPU build compiles Horovod's XLA
+# ops, whose TensorFlow headers (xla/printer.h, tsl/platform/fingerprint.h) include highwayhash and
+# farmhash, two header sets the TensorFlow wheel does not ship: Debian and Ubuntu have them as
+# libhighwayhash-dev and libfarmhash-dev (only their declarations are used; nothing of theirs is linked).
 hpo_horovod_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 hpo_horovod_patch=$hpo_horovod_root/patches/horovod-0.28.1.patch
 # T4 (7.5), A100 (8.0), A10G (8.6), L4 (8.9), H100 (9.0): the GPUs of cluster/aws-gpu.yaml and
@@ -89,6 +93,13 @@ hpo_horovod_build() {
     # one NCCL in the process is the one TensorFlow loads too.
     gpu_env=(HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_CUDA_HOME="$cuda" HOROVOD_NCCL_HOME="$HPO_NCCL_HOME"
       HOROVOD_NCCL_LINK=SHARED HOROVOD_BUILD_CUDA_CC_LIST="${HOROVOD_BUILD_CUDA_CC_LIST:-$HPO_CUDA_CC_LIST_DEFAULT}")
+    local hashes=${HPO_HASH_INCLUDE:-/usr/include}
+    if [[ ! -f $hashes/highwayhash/arch_specific.h || ! -f $hashes/farmhash.h ]]; then
+      echo "no highwayhash/farmhash headers in $hashes: install libhighwayhash-dev and libfarmhash-dev" \
+        "(apt-get), or set HPO_HASH_INCLUDE" >&2
+      return 1
+    fi
+    [[ $hashes == /usr/include ]] || gpu_env+=(CPLUS_INCLUDE_PATH="$hashes${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}")
   fi
   work=$(mktemp -d)
   echo "building horovod 0.28.1 ($flavour) from sdist with $(basename "$hpo_horovod_patch")"

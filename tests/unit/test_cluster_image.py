@@ -135,6 +135,8 @@ def test_horovod_is_compiled_for_the_cluster_files_gpus(stages):
     archs = build["HOROVOD_BUILD_CUDA_CC_LIST"].split(",")
     assert {"86", "89"} <= set(archs)  # A10G (aws-gpu.yaml's g5), L4 (gcp-gpu.yaml's g2)
     assert build["HPO_CUDA_HOME"] == "/usr/local/cuda"
+    # Headers TensorFlow's XLA headers include, which its wheel lacks (Horovod's XLA ops include them).
+    assert re.search(r"apt-get install .*\blibhighwayhash-dev libfarmhash-dev\b", stages["gpu-build"].text())
     defaults = re.search(r"^HPO_CUDA_CC_LIST_DEFAULT=(\S+)$", (ROOT / "scripts" / "build_horovod.sh").read_text(), re.M)
     assert defaults and defaults.group(1).split(",") == archs
 
