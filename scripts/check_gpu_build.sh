@@ -102,7 +102,7 @@ unpacked=$(mktemp -d)
 trap 'rm -rf "$unpacked" ${dl:+"$dl"}' EXIT
 "$py" -m zipfile -e "$wheel_dir"/horovod-0.28.1-*.whl "$unpacked"
 result=$(cd "$unpacked" && LD_LIBRARY_PATH=$tk/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-  TF_CPP_MIN_LOG_LEVEL=3 TF_USE_LEGACY_KERAS=1 CUDA_VISIBLE_DEVICES= PYTHONPATH=$unpacked "$py" - <<'PY'
+  TF_CPP_MIN_LOG_LEVEL=3 TF_USE_LEGACY_KERAS=1 CUDA_VISIBLE_DEVICES= PYTHONPATH=$unpacked "$py" - 2> "$unpacked/stderr" <<'PY'
 import ctypes
 import glob
 import os
@@ -116,8 +116,14 @@ ctypes.CDLL(lib, mode=os.RTLD_NOW)  # every undefined symbol resolved now, or OS
 assert hvd.nccl_built(), "built without NCCL"
 assert hvd.cuda_built(), "built without CUDA"
 assert hvd.gloo_built(), "built without Gloo"
-print(f"nccl_built={hvd.nccl_built()} cuda_built={hvd.cuda_built()} gloo_built={hvd.gloo_built()}")
+nccl = hvd.nccl_built()  # NCCL's version code, e.g. 23203 for 2.32.3
+print(f"NCCL {nccl // 10000}.{nccl // 100 % 100}.{nccl % 100}, cuda_built={hvd.cuda_built()}, "
+      f"gloo_built={hvd.gloo_built()}")
 PY
-) || { echo "GPU Horovod build check: the wheel does not load into TensorFlow (see above)" >&2; exit 1; }
+) || {
+  grep -v "^I0000\|^WARNING: All log messages" "$unpacked/stderr" >&2
+  echo "GPU Horovod build check: the wheel does not load into TensorFlow (see above)" >&2
+  exit 1
+}
 echo "$result, $(date -u +%FT%TZ)" > "$ok"
 echo "GPU Horovod build check: ok ($result)"
