@@ -85,7 +85,8 @@ fi
 
 # 3. The wheel, through the cluster image's build function.
 export HPO_CUDA_HOME=$tk HPO_NCCL_HOME=$tk HPO_HASH_INCLUDE=$hashes/usr/include
-wheel_dir=$cache/horovod-0.28.1-$(hpo_horovod_key "$py" nccl)-check
+build_hash=$(sha256sum "$root/scripts/build_horovod.sh" | cut -c1-12)
+wheel_dir=$cache/horovod-0.28.1-$(hpo_horovod_key "$py" nccl)-build$build_hash-check
 if ! ls "$wheel_dir"/horovod-0.28.1-*.whl >/dev/null 2>&1; then
   log=$cache/gpu-build-check.log
   echo "compiling (log: $log)"
