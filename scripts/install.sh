@@ -18,9 +18,10 @@ source "$root/scripts/cuda.sh"
 echo "installing the pinned stack (requirements/stack.txt)"
 $pip install --quiet -r requirements/stack.txt
 if hpo_has_cuda; then
-  # A GPU node: TensorFlow's CUDA libraries (cuDNN, cuBLAS, NCCL …) as pip wheels, at the pinned version.
+  # A GPU node: TensorFlow's CUDA libraries (cuDNN, cuBLAS, NCCL …) as pip wheels, at the versions
+  # requirements/cuda.txt pins (TensorFlow itself only asks for CUDA 12.5 or later 12.x).
   echo "CUDA found: installing tensorflow[and-cuda]"
-  $pip install --quiet -c requirements/stack.txt "tensorflow[and-cuda]==2.21.0"
+  $pip install --quiet -c requirements/stack.txt -c requirements/cuda.txt "tensorflow[and-cuda]==2.21.0"
 fi
 # The distribution was named hpo before it became hpo-sweeps: a venv holding that earlier editable install of
 # this checkout drops it first (both would own the hpo package and command). Nothing else named hpo is touched.

@@ -22,11 +22,14 @@ console = Console(soft_wrap=True)
 def validate(
     file: Annotated[Path, typer.Argument(help="Cluster file (YAML), as given to 'ray up'.")],
     as_json: JsonOption = False,
+    template: Annotated[
+        bool, typer.Option("--template", help="The file is a template: its example placeholders are not errors.")
+    ] = False,
 ) -> None:
     """Check a cluster file offline: Ray's schema plus hpo's rules (GPU types scale from 0, idle timeout, ...)."""
     from hpo.cluster import validate_cluster_file
 
-    info = validate_cluster_file(file)
+    info = validate_cluster_file(file, template=template)
     if as_json:
         gpu_types = [{"name": t.name, "resources": t.resources, "max_workers": t.count} for t in info.gpu_types]
         print(json.dumps({"file": str(file), "ok": True, "name": info.name, "provider": info.provider,

@@ -2,8 +2,10 @@
 
 Ray's own schema (with Ray's provider defaults merged, as ``ray up`` does) plus hpo's rules: a GPU node
 type, ``min_workers: 0`` for GPU types (no idle GPU machines), an explicit idle timeout, the dashboard
-bound to localhost, token auth not switched off, no cloud credentials in the file. Errors are one line,
-``file: key: problem; fix``.
+bound to localhost, token auth not switched off, no cloud credentials in the file, GCP ``scheduling`` an
+object (the GCE API takes no list) with ``onHostMaintenance: TERMINATE`` on GPU machines, and no example
+placeholder left (``your-bucket``, the account ``123456789012``, ...) unless the file is checked as a
+template. Errors are one line, ``file: key: problem; fix``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from hpo.errors import ConfigError
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 _CREDENTIAL_KEYS = re.compile(r"(secret|password|access_key|access_key_id|credentials|api_key)$", re.IGNORECASE)
 _DASHBOARD_HOST = re.compile(r"--dashboard-host[= ](\S+)")
+#: The example values of the shipped cluster files (their SETTING comments): a bucket, registry or project
+#: named your-..., AWS's documentation account id, the example GCP project.
+_PLACEHOLDER = re.compile(r"(?i)\byour-[a-z0-9]+\b|\b123456789012\b|\bmy-gcp-project\b")
 #: Stands for "no limit" (a node group with max_count -1); more nodes than any trial has workers.
 UNBOUNDED = 1000
 
@@ -62,11 +67,12 @@ def load_cluster_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def validate_cluster_file(path: str | Path) -> ClusterFileInfo:
+def validate_cluster_file(path: str | Path, *, template: bool = False) -> ClusterFileInfo:
     """Validates a cluster file offline against Ray's schema and hpo's rules.
 
     Args:
         path: The cluster YAML file (as given to ``ray up``).
+        template: The file is a template (as shipped in cluster/): its example placeholders are not errors.
 
     Returns:
         A summary of the cluster it describes.
@@ -77,7 +83,10 @@ def validate_cluster_file(path: str | Path) -> ClusterFileInfo:
     source = str(path)
     raw = load_cluster_file(path)
     config = _ray_validate(raw, source)
-    return _hpo_rules(raw, config, source)
+    info = _hpo_rules(raw, config, source)
+    if not template:
+        _check_no_placeholders(raw, source)
+    return info
 
 
 def _ray_validate(raw: dict[str, Any], source: str) -> dict[str, Any]:
@@ -161,6 +170,8 @@ def _hpo_rules(raw: dict[str, Any], config: dict[str, Any], source: str) -> Clus
         raise ConfigError(f"{source}: max_workers: {config.get('max_workers')} allows no worker nodes; set it >= 1")
     _check_head_commands(config, source)
     _check_no_credentials(raw, source)
+    if config["provider"]["type"] == "gcp":
+        _check_gcp_scheduling(config, source)
     return ClusterFileInfo(
         name=str(config["cluster_name"]),
         provider=str(config["provider"]["type"]),
@@ -207,6 +218,41 @@ def _check_no_credentials(node: Any, source: str, path: str = "") -> None:
     elif isinstance(node, list):
         for index, value in enumerate(node):
             _check_no_credentials(value, source, f"{path}[{index}]")
+
+
+def _check_gcp_scheduling(config: dict[str, Any], source: str) -> None:
+    """GCE takes ``scheduling`` as one object; a GPU VM cannot live-migrate, so it must terminate on maintenance."""
+    for name, node_type in config["available_node_types"].items():
+        node_config = node_type.get("node_config") or {}
+        key = f"available_node_types.{name}.node_config.scheduling"
+        scheduling = node_config.get("scheduling")
+        if isinstance(scheduling, list):
+            raise ConfigError(
+                f"{source}: {key}: a list, but the GCE API takes one object (the VM would never start); write it "
+                "as a mapping, e.g. scheduling: {provisioningModel: SPOT, onHostMaintenance: TERMINATE}"
+            )
+        if scheduling is not None and not isinstance(scheduling, dict):
+            raise ConfigError(f"{source}: {key}: {scheduling!r} is not an object; write it as a mapping of settings")
+        if node_config.get("guestAccelerators") and (scheduling or {}).get("onHostMaintenance") != "TERMINATE":
+            raise ConfigError(
+                f"{source}: {key}.onHostMaintenance: GPU VMs cannot live-migrate, so GCE refuses to start them "
+                "without it; set onHostMaintenance: TERMINATE"
+            )
+
+
+def _check_no_placeholders(node: Any, source: str, path: str = "") -> None:
+    """No example value left: the image, bucket, account or project of the shipped files is not yours."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _check_no_placeholders(value, source, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            _check_no_placeholders(value, source, f"{path}[{index}]")
+    elif isinstance(node, str) and (match := _PLACEHOLDER.search(node)):
+        raise ConfigError(
+            f"{source}: {path}: '{match.group(0)}' is the example's placeholder; put your own value there (the "
+            "file's SETTING comments say which), or pass --template to check a template"
+        )
 
 
 def launchable_node_types(config: dict[str, Any]) -> list[NodeShape]:

@@ -60,7 +60,7 @@ class SweepConfig(FrozenModel):
         """Checks that span sections; every one runs, and every problem found is reported (one line each)."""
         errors = check_trainer_params(self.space)
         for check in (_check_grid, _check_search, _check_bootstrap, _check_conditions, _check_metric,
-                      _check_epochs_and_optimizers):
+                      _check_epochs_and_optimizers, _check_gpus):
             try:
                 check(self)
             except KeyedError as exc:
@@ -165,6 +165,22 @@ def _check_metric(config: SweepConfig) -> None:
             "objective.metric",
             f"'{metric}' is not logged by the trial (known: "
             f"{', '.join(sorted('val_' + k for k in known))}); pick one or add it to trial.metrics",
+        )
+
+
+def _check_gpus(config: SweepConfig) -> None:
+    """A fraction of a GPU only for a trial of one worker (several trials then share a device).
+
+    The ranks of a trial of several workers each need a GPU of their own: Ray would pack two fractional ranks
+    of one trial onto one device, and NCCL refuses two ranks on one GPU.
+    """
+    trial = config.trial
+    if 0 < trial.gpus_per_worker < 1 and trial.workers > 1:
+        raise KeyedError(
+            "trial.gpus_per_worker",
+            f"{trial.gpus_per_worker:g} of a GPU for each of {trial.workers} workers: two ranks of one trial "
+            "could land on one GPU, which NCCL refuses; use gpus_per_worker: 1 (a GPU per rank), or workers: 1 "
+            "to let trials share GPUs",
         )
 
 

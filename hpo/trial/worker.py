@@ -39,12 +39,23 @@ CPU_ALLREDUCE_GROUPS = 1
 def gpu_for_rank(local_rank: int, visible_gpus: int) -> int | None:
     """The index of the GPU a rank uses among the GPUs its process sees (None: run on CPU).
 
-    Ray gives all workers of a node the union of their GPUs in ``CUDA_VISIBLE_DEVICES``; local rank i
-    takes the i-th (workers sharing a fractional GPU wrap around onto the same device).
+    Ray gives all workers of a trial on one node the union of their GPUs in ``CUDA_VISIBLE_DEVICES``; local
+    rank i takes the i-th. A trial of one worker may hold a fraction of a GPU (it sees that one device);
+    the ranks of a trial of several workers hold whole GPUs (the sweep file's validation refuses fractions
+    there), so each finds one of its own.
+
+    Raises:
+        RuntimeError: fewer GPUs visible than local ranks: two ranks would share a device, which NCCL
+            refuses ("Duplicate GPU detected") after the whole trial has started.
     """
     if visible_gpus <= 0:
         return None
-    return local_rank % visible_gpus
+    if local_rank >= visible_gpus:
+        raise RuntimeError(
+            f"local rank {local_rank} has no GPU of its own: this process sees {visible_gpus} GPU(s) for at least "
+            f"{local_rank + 1} ranks on this node (trial.gpus_per_worker must be whole when trial.workers > 1)"
+        )
+    return local_rank
 
 
 def tf_threads(cpus_per_worker: float) -> tuple[int, int]:

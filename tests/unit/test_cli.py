@@ -117,7 +117,7 @@ def test_gpu_cluster_example_is_a_valid_sweep_file():
     import hpo
 
     config = hpo.load_sweep(ROOT / "search_spaces" / "digits_gpu_cluster.yaml")
-    assert config.trial.gpus_per_worker == 0.5 and config.data.train.startswith("s3://")
+    assert config.trial.workers == 2 and config.trial.gpus_per_worker == 1 and config.data.train.startswith("s3://")
 
 
 def test_set_replaces_sweep_file_keys(tmp_path):

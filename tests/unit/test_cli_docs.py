@@ -134,7 +134,7 @@ def test_json_schemas_match_real_output(tmp_path):
     real = json.loads(hpo_cli("validate", str(mlp), "--offline", "--json", cwd=tmp_path).stdout)
     same_keys(json_example("hpo validate"), real, "sweeps")
     cluster = json.loads(hpo_cli("cluster", "validate", str(ROOT / "cluster" / "aws-gpu.yaml"), "--json",
-                                 cwd=tmp_path).stdout)
+                                 "--template", cwd=tmp_path).stdout)
     same_keys(json_example("hpo cluster validate"), cluster, "gpu_types")
     runs = tmp_path / "runs"
     (runs / "s").mkdir(parents=True)

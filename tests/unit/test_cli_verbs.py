@@ -137,12 +137,12 @@ def test_validate_json_is_one_object(tmp_path):
 
 def test_cluster_validate_json(tmp_path):
     path = ROOT / "cluster" / "aws-gpu.yaml"
-    proc = hpo_cli("cluster", "validate", str(path), "--json", cwd=tmp_path)
+    proc = hpo_cli("cluster", "validate", str(path), "--json", "--template", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     from hpo.cluster import validate_cluster_file
 
-    info = validate_cluster_file(path)
+    info = validate_cluster_file(path, template=True)
     assert data["ok"] is True and data["name"] == info.name and data["provider"] == info.provider
     assert [t["name"] for t in data["gpu_types"]] == [t.name for t in info.gpu_types]
     assert data["gpu_types"][0]["resources"]["GPU"] >= 1

@@ -17,6 +17,7 @@ from tests.conftest import ROOT
 
 CLUSTER_FILES = sorted((ROOT / "cluster").glob("*.yaml"))
 AWS = ROOT / "cluster" / "aws-gpu.yaml"
+GCP = ROOT / "cluster" / "gcp-gpu.yaml"
 FAKE = ROOT / "cluster" / "local-fake.yaml"
 
 
@@ -32,7 +33,7 @@ def test_cluster_dir_has_the_three_files():
 
 @pytest.mark.parametrize("path", CLUSTER_FILES, ids=lambda p: p.name)
 def test_every_cluster_file_validates(path):
-    info = validate_cluster_file(path)
+    info = validate_cluster_file(path, template=True)
     assert info.gpu_types and all(t.resources["GPU"] >= 1 for t in info.gpu_types)
     # One multi-GPU type (a whole Horovod trial on one machine) and one single-GPU type.
     assert {t.resources["GPU"] for t in info.gpu_types} >= {1.0} and max(t.resources["GPU"] for t in info.gpu_types) > 1
@@ -41,7 +42,7 @@ def test_every_cluster_file_validates(path):
 
 @pytest.mark.parametrize("path", CLUSTER_FILES, ids=lambda p: p.name)
 def test_cli_cluster_validate_ok(path, tmp_path):
-    proc = hpo_cli("cluster", "validate", str(path), cwd=tmp_path)
+    proc = hpo_cli("cluster", "validate", str(path), "--template", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert f"{path}: ok — cluster '" in proc.stdout
     assert proc.stderr == ""
@@ -156,6 +157,98 @@ def test_broken_aws_variants_fail_with_message(tmp_path, change, expected):
     message = str(info.value)
     assert message.startswith(f"{tmp_path}/{expected}"), message
     assert "\n" not in message
+
+
+PLACEHOLDER_ERRORS = {
+    AWS: "docker.image: '123456789012' is the example's placeholder; put your own value there (the file's "
+    "SETTING comments say which), or pass --template to check a template",
+    GCP: "docker.image: 'my-gcp-project' is the example's placeholder; put your own value there (the file's "
+    "SETTING comments say which), or pass --template to check a template",
+}
+
+
+@pytest.mark.parametrize("path", [AWS, GCP], ids=lambda p: p.name)
+def test_a_cloud_file_with_the_examples_placeholders_is_refused_in_one_line(path, tmp_path):
+    proc = hpo_cli("cluster", "validate", str(path), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stderr.splitlines() == [f"error: {path}: {PLACEHOLDER_ERRORS[path]}"]
+
+
+def _own_values(text: str) -> str:
+    """The file as a user fills it in: their account, project, bucket."""
+    for example, own in (("123456789012", "210987654321"), ("my-gcp-project", "acme-ml"),
+                         ("your-bucket", "acme-hpo")):
+        text = text.replace(example, own)
+    return text
+
+
+@pytest.mark.parametrize("path", [AWS, GCP], ids=lambda p: p.name)
+def test_a_cloud_file_filled_in_validates_without_template(path, tmp_path):
+    own = tmp_path / path.name
+    own.write_text(_own_values(path.read_text()))
+    assert validate_cluster_file(own).gpu_types
+
+
+@pytest.mark.parametrize(
+    ("where", "placeholder"),
+    [
+        ("available_node_types/gpu-x1/node_config/IamInstanceProfile/Arn",
+         "arn:aws:iam::123456789012:instance-profile/w"),
+        ("docker/head_run_options", ["--env HPO_STORAGE=s3://your-bucket/runs"]),
+    ],
+)
+def test_a_placeholder_anywhere_is_named_by_its_key(tmp_path, where, placeholder):
+    data = yaml.safe_load(_own_values(AWS.read_text()))
+    _set(where, placeholder)(data)
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ConfigError) as info:
+        validate_cluster_file(path)
+    key = where.replace("/", ".") + ("[0]" if isinstance(placeholder, list) else "")
+    found = "123456789012" if "123456789012" in str(placeholder) else "your-bucket"
+    assert str(info.value) == (
+        f"{path}: {key}: '{found}' is the example's placeholder; put your own value there (the file's SETTING "
+        "comments say which), or pass --template to check a template"
+    )
+
+
+GCP_BROKEN = [
+    (
+        # The GCE API takes one object: a list (as in Ray's own GCP GPU example) never starts a VM.
+        "scheduling-as-list",
+        _set("available_node_types/gpu-x4-spot/node_config/scheduling",
+             [{"provisioningModel": "SPOT"}, {"onHostMaintenance": "TERMINATE"}]),
+        "available_node_types.gpu-x4-spot.node_config.scheduling: a list, but the GCE API takes one object (the "
+        "VM would never start); write it as a mapping, e.g. scheduling: {provisioningModel: SPOT, "
+        "onHostMaintenance: TERMINATE}",
+    ),
+    (
+        "scheduling-as-text",
+        _set("available_node_types/gpu-x1/node_config/scheduling", "SPOT"),
+        "available_node_types.gpu-x1.node_config.scheduling: 'SPOT' is not an object; write it as a mapping of "
+        "settings",
+    ),
+    (
+        "gpu-vm-live-migrates",
+        _set("available_node_types/gpu-x1/node_config/scheduling", {"provisioningModel": "STANDARD"}),
+        "available_node_types.gpu-x1.node_config.scheduling.onHostMaintenance: GPU VMs cannot live-migrate, so "
+        "GCE refuses to start them without it; set onHostMaintenance: TERMINATE",
+    ),
+    (
+        "gpu-vm-without-scheduling",
+        _set("available_node_types/gpu-x4/node_config/scheduling", _DELETE),
+        "available_node_types.gpu-x4.node_config.scheduling.onHostMaintenance: GPU VMs cannot live-migrate, so "
+        "GCE refuses to start them without it; set onHostMaintenance: TERMINATE",
+    ),
+]
+
+
+@pytest.mark.parametrize(("change", "expected"), [b[1:] for b in GCP_BROKEN], ids=[b[0] for b in GCP_BROKEN])
+def test_broken_gcp_scheduling_fails_in_one_line(tmp_path, change, expected):
+    path = write_variant(tmp_path, GCP, change)
+    proc = hpo_cli("cluster", "validate", str(path), "--template", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stderr.splitlines() == [f"error: {path}: {expected}"]
 
 
 def test_fake_file_is_validated_as_written(tmp_path):

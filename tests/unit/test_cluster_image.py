@@ -104,14 +104,41 @@ def test_targets_cpu_and_gpu(stages):
     assert {"cpu", "gpu"} <= set(stages)
 
 
-def test_gpu_target_is_nvidia_cuda_runtime_built_on_cuda_devel(stages):
-    cuda = r"nvidia/cuda:12\.\d+\.\d+-(?:cudnn-)?{}-ubuntu22\.04"
-    assert re.fullmatch(cuda.format("runtime"), stages["gpu"].base), stages["gpu"].base
+def test_gpu_target_is_nvidia_cuda_base_built_on_cuda_devel(stages):
+    cuda = r"nvidia/cuda:12\.\d+\.\d+-{}-ubuntu22\.04"
+    # base: the CUDA runtime only; TensorFlow's CUDA libraries and NCCL come from the venv's pip wheels.
+    assert re.fullmatch(cuda.format("base"), stages["gpu"].base), stages["gpu"].base
     assert re.fullmatch(cuda.format("devel"), stages["gpu-build"].base), stages["gpu-build"].base
-    # Horovod is built (with nvcc and NCCL's headers) in the devel stage; the gpu target takes its venv.
+    # Horovod is built (with nvcc) in the devel stage; the gpu target takes its venv.
     copies = stages["gpu"].args("COPY")
     assert any(args.startswith("--from=gpu-build") and "/opt/hpo /opt/hpo" in args for args in copies), copies
     assert "install.sh" not in stages["gpu"].text()
+    # Horovod's libnccl.so.2 is the NCCL wheel's, the one TensorFlow loads (also in the build's import check).
+    for name in ("gpu", "gpu-build"):
+        assert stages[name].env()["LD_LIBRARY_PATH"].startswith(f"{VENV}/lib/python3.11/site-packages/nvidia/nccl/lib:")
+
+
+def test_the_images_cuda_is_the_one_tensorflow_and_cuda_installs(stages):
+    pins = dict(line.split("==") for line in (ROOT / "requirements" / "cuda.txt").read_text().splitlines()
+                if line and not line.startswith("#"))
+    runtime = pins["nvidia-cuda-runtime-cu12"].split(".")[:2]
+    for name in ("gpu-build", "gpu"):
+        version = re.search(r"nvidia/cuda:(\d+)\.(\d+)\.\d+-", stages[name].base).groups()
+        assert list(version) == runtime, (name, version, runtime)
+    # TensorFlow's CUDA wheels are installed at those pins.
+    install = (ROOT / "scripts" / "install.sh").read_text()
+    assert '-c requirements/cuda.txt "tensorflow[and-cuda]==2.21.0"' in install
+
+
+def test_horovod_is_compiled_for_the_cluster_files_gpus(stages):
+    build = stages["gpu-build"].env()
+    archs = build["HOROVOD_BUILD_CUDA_CC_LIST"].split(",")
+    assert {"86", "89"} <= set(archs)  # A10G (aws-gpu.yaml's g5), L4 (gcp-gpu.yaml's g2)
+    assert build["HPO_CUDA_HOME"] == "/usr/local/cuda"
+    # Headers TensorFlow's XLA headers include, which its wheel lacks (Horovod's XLA ops include them).
+    assert re.search(r"apt-get install .*\blibhighwayhash-dev libfarmhash-dev\b", stages["gpu-build"].text())
+    defaults = re.search(r"^HPO_CUDA_CC_LIST_DEFAULT=(\S+)$", (ROOT / "scripts" / "build_horovod.sh").read_text(), re.M)
+    assert defaults and defaults.group(1).split(",") == archs
 
 
 def test_cpu_target_base(stages):
@@ -186,7 +213,7 @@ def cloud_file(provider: str) -> tuple[dict, str]:
 
 @pytest.mark.parametrize("provider", sorted(CLOUD_FILES))
 def test_cloud_file_validates(provider):
-    info = validate_cluster_file(CLOUD_FILES[provider])
+    info = validate_cluster_file(CLOUD_FILES[provider], template=True)
     assert info.provider == provider and info.gpu_types
 
 
@@ -238,6 +265,97 @@ def test_gcp_workers_use_a_service_account():
         (account,) = node_type["node_config"]["serviceAccounts"]
         assert account["email"].endswith(".iam.gserviceaccount.com")
         assert account["scopes"] == ["https://www.googleapis.com/auth/devstorage.read_write"]
+
+
+def gpu_types(data: dict) -> dict[str, dict]:
+    return {name: t for name, t in data["available_node_types"].items() if t["resources"].get("GPU")}
+
+
+def is_spot(provider: str, node_config: dict) -> bool:
+    if provider == "aws":
+        return node_config.get("InstanceMarketOptions", {}).get("MarketType") == "spot"
+    return node_config.get("scheduling", {}).get("provisioningModel") == "SPOT"
+
+
+@pytest.mark.parametrize("provider", sorted(CLOUD_FILES))
+def test_every_spot_gpu_type_has_an_on_demand_fallback_of_lower_priority(provider):
+    data, _ = cloud_file(provider)
+    types = gpu_types(data)
+    spot = {n: t for n, t in types.items() if is_spot(provider, t["node_config"])}
+    on_demand = {n: t for n, t in types.items() if n not in spot}
+    assert spot and set(on_demand) == {n.removesuffix("-spot") for n in spot}, sorted(types)
+    for name, node_type in spot.items():
+        fallback = on_demand[name.removesuffix("-spot")]
+        # Ray's autoscaler v2 tries the higher priority first, the other type when its launch fails.
+        assert node_type["priority"] > fallback["priority"]
+        assert node_type["resources"] == fallback["resources"] and node_type["max_workers"] == fallback["max_workers"]
+        same = {k: v for k, v in node_type["node_config"].items() if k not in ("scheduling", "InstanceMarketOptions")}
+        assert same == {k: v for k, v in fallback["node_config"].items() if k not in ("scheduling",)}
+
+
+def test_gcp_spot_is_real_spot_and_scheduling_is_one_object():
+    data, _ = cloud_file("gcp")
+    for name, node_type in gpu_types(data).items():
+        scheduling = node_type["node_config"]["scheduling"]
+        assert isinstance(scheduling, dict), name
+        assert scheduling["onHostMaintenance"] == "TERMINATE"  # GPU VMs cannot live-migrate
+        assert "preemptible" not in scheduling  # legacy preemptible VMs stop after 24 hours
+        if scheduling["provisioningModel"] == "SPOT":
+            assert scheduling["automaticRestart"] is False and scheduling["instanceTerminationAction"] == "DELETE"
+
+
+@pytest.mark.parametrize("provider", sorted(CLOUD_FILES))
+def test_every_node_logs_in_to_the_private_registry_before_pulling(provider):
+    """Per-type initialization_commands replace the global list: each type needs its own login."""
+    data, _ = cloud_file(provider)
+    registry = data["docker"]["image"].split("/")[0]
+    assert data["docker"]["head_image"].split("/")[0] == registry
+    login = "aws ecr get-login-password" if provider == "aws" else f"gcloud auth configure-docker {registry}"
+    lists = {"(global, the head)": data["initialization_commands"]}
+    for name, node_type in data["available_node_types"].items():
+        if "initialization_commands" in node_type:
+            lists[name] = node_type["initialization_commands"]
+    assert set(gpu_types(data)) <= set(lists)
+    for where, commands in lists.items():
+        text = " ".join(commands)
+        assert login in text and (provider == "gcp" or f"--password-stdin {registry}" in text), where
+
+
+@pytest.mark.parametrize("provider", sorted(CLOUD_FILES))
+def test_the_roles_described_may_read_the_registry(provider):
+    _, text = cloud_file(provider)
+    role = "AmazonEC2ContainerRegistryReadOnly" if provider == "aws" else "roles/artifactregistry.reader"
+    # The head's role and the workers' role, each where it is described.
+    assert text.count(role) >= 2, role
+
+
+def test_disks_are_fast_enough_to_pull_the_image():
+    aws, _ = cloud_file("aws")
+    for name, node_type in aws["available_node_types"].items():
+        (device,) = node_type["node_config"]["BlockDeviceMappings"]
+        ebs = device["Ebs"]
+        assert ebs["VolumeType"] == "gp3" and ebs["Throughput"] >= 250 and ebs["Iops"] >= 3000, name
+    gcp, _ = cloud_file("gcp")
+    for name, node_type in gcp["available_node_types"].items():
+        (disk,) = node_type["node_config"]["disks"]
+        assert disk["initializeParams"]["diskType"].rsplit("/", 1)[-1] in ("pd-balanced", "pd-ssd"), name
+
+
+@pytest.mark.parametrize("provider", sorted(CLOUD_FILES))
+def test_nothing_is_pip_installed_at_boot(provider):
+    data, _ = cloud_file(provider)
+    commands = [c for key in ("setup_commands", "head_setup_commands", "worker_setup_commands",
+                              "initialization_commands") for c in data.get(key) or []]
+    commands += [c for t in data["available_node_types"].values() for c in t.get("initialization_commands", [])]
+    assert not [c for c in commands if re.search(r"\bpip\b", c)]
+
+
+def test_the_head_image_has_the_cloud_clients_pinned_with_the_stack(stages):
+    pins = dict(line.split("==") for line in (ROOT / "requirements" / "cloud.txt").read_text().splitlines()
+                if line and not line.startswith("#"))
+    assert {"boto3", "google-api-python-client"} <= set(pins)
+    run = install_run(stages["cpu"])
+    assert re.search(r"pip install .*-c requirements/stack\.txt .*-r requirements/cloud\.txt", run), run
 
 
 @pytest.mark.parametrize("path", sorted(CLOUD_FILES.values()), ids=lambda p: Path(p).name)

@@ -69,7 +69,8 @@ def test_the_wheel_carries_the_installers_its_metadata_and_the_command(tmp_path)
     wheel = _build_wheel(tmp_path)
     assert wheel.name == f"hpo_sweeps-{hpo.__version__}-py3-none-any.whl"
     with zipfile.ZipFile(wheel) as z:
-        for name in ("scripts/install_horovod.sh", "scripts/install_petastorm.sh", "scripts/cuda.sh",
+        for name in ("scripts/install_horovod.sh", "scripts/build_horovod.sh", "scripts/install_petastorm.sh",
+                     "scripts/cuda.sh",
                      "patches/horovod-0.28.1.patch", "patches/petastorm-0.13.1.patch"):
             assert z.read(f"hpo/_stack/{name}") == (ROOT / name).read_bytes(), name
         info = f"hpo_sweeps-{hpo.__version__}.dist-info"
