@@ -4,7 +4,9 @@ real queue in a temporary storage, the locks, and the refusals (exit codes and t
 from __future__ import annotations
 
 import json
+import re
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -58,7 +60,11 @@ def test_autostop_without_a_storage_exits_2(tmp_path, monkeypatch):
 
 
 def test_a_cloud_cluster_refuses_a_directory_of_this_machine_as_its_storage(tmp_path):
-    proc = hpo_cli("cluster", "up", AWS, "--autostop", "15m", "--storage", tmp_path, cwd=tmp_path)
+    # The shipped file with the user's own values in place of its placeholders (validation refuses those first).
+    filled = re.sub(r"\b123456789012\b", "210987654321", Path(AWS).read_text()).replace("your-", "team-")
+    (tmp_path / "aws.yaml").write_text(filled)
+    proc = hpo_cli("cluster", "up", tmp_path / "aws.yaml", "--autostop", "15m", "--storage", tmp_path,
+                   cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.startswith(f"error: --storage: {tmp_path} is a directory of this machine, which the head "
                                   "cannot read; use the cluster's storage")
