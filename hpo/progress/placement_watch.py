@@ -2,9 +2,8 @@
 
 When a worker node is lost (a spot instance reclaimed, a machine crashed), the trials on it fail with it
 and Tune retries them from their last checkpoint in a new placement group. That group may wait: for a
-node to come back, which is what the views must say, or forever, when Ray's GCS leaves it unplaced even
-though a node with room has joined since (Ray retries a group it found no room for only when a node joins,
-and a node whose resources are not reported yet when it joins leaves the group waiting for the next one).
+node to come back, which is what the views must say, or forever: Ray's GCS has been seen to leave such a
+group pending while a node that joined since sits idle with room for it (a new group is placed at once).
 
 :class:`PlacementWatch`, a Tune callback, looks at the groups Tune holds every few seconds (in Tune's own
 loop) and, for a group unplaced for ``stuck_s`` seconds, decides (:func:`decide`):
