@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from _report import write_report  # noqa: E402
 
 #: Seconds a sweep may take after the node loss before the run counts as hung.
-HANG_S = 300
+HANG_S = 480
 
 
 def _sweep(nodes, name: str, budget_s: float | None = None) -> str:
@@ -142,7 +142,11 @@ def run_loss(nodes, scratch: Path, name: str, delay_s: float | None, budget_s: f
         "trial_status": [t["status"] for t in trials],
         **figures,
         "wall_s": round(time.time() - started, 1),
-        "waiting_lines": [line.strip()[:200] for line in output.splitlines() if "waiting for resources" in line][:3],
+        "waiting_lines": [line.strip()[:300] for line in output.splitlines() if "waiting for resources" in line][:2],
+        "watch_lines": [line.strip()[:300] for line in output.splitlines()
+                        if "placement group" in line and ("recreate" in line or "retry" in line or "fail" in line)][:4],
+        "sweep_end": next((line.strip()[:300] for line in reversed(output.splitlines())
+                           if line.startswith("sweep: ")), ""),
         "tail": output[-1500:] if rc or hung else "",
         "placement": hung,
     }
