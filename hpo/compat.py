@@ -495,9 +495,17 @@ def tune_retry_start(controller: Any, trial: Any, reason: str) -> bool:
     return True
 
 
+def tune_trial_placed(controller: Any, trial: Any) -> bool:
+    """True if the trial's actor has its resources (it runs, or starts, in a placed group)."""
+    tracked = controller._trial_to_actor.get(trial)
+    return tracked is not None and tracked in controller._actor_manager._live_actors_to_ray_actors_resources
+
+
 def tune_fail_pending(controller: Any, trial: Any, reason: str) -> None:
-    """Fails a trial that waits for resources, with ``reason`` as its error (no retry: it can never run)."""
+    """Fails a trial that waits for resources (``PENDING``), with ``reason`` as its error.
+
+    Tune retries only a trial that was running: this one ends failed.
+    """
     from ray.tune.error import TuneError
 
-    trial.run_metadata.num_failures = max(trial.run_metadata.num_failures, trial.max_failures + 1)  # no retry
     controller._process_trial_failure(trial, TuneError(reason))

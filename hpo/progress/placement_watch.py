@@ -347,7 +347,8 @@ class PlacementWatch(Callback):
         elif decision.action == "retry" and trial is not None:
             done = compat.tune_retry_start(self.controller, trial, f"placement group {decision.reason}")
         elif decision.action == "fail":
-            waiting = [trial] if trial is not None else [t for t in trials if t.status == "PENDING"]
+            waiting = [trial] if trial is not None else [
+                t for t in trials if t.status == "PENDING" and not compat.tune_trial_placed(self.controller, t)]
             for waiting_trial in waiting:
                 compat.tune_fail_pending(self.controller, waiting_trial, decision.reason)
             done = bool(waiting)

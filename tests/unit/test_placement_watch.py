@@ -116,8 +116,10 @@ def test_the_watch_fails_the_waiting_trials_of_a_group_that_can_never_be_placed(
     failed: list[tuple[str, str]] = []
     monkeypatch.setattr(compat, "tune_fail_pending", lambda controller, trial, reason: failed.append(
         (trial.trial_id, reason)))
+    monkeypatch.setattr(compat, "tune_trial_placed", lambda controller, trial: trial.trial_id == "c")
     watch = PlacementWatch(stuck_s=30)
-    trials = [SimpleNamespace(trial_id="a", status="RUNNING"), SimpleNamespace(trial_id="b", status="PENDING")]
+    trials = [SimpleNamespace(trial_id="a", status="RUNNING"), SimpleNamespace(trial_id="b", status="PENDING"),
+              SimpleNamespace(trial_id="c", status="PENDING")]  # c's actor has its group: it is not waiting
     from hpo.progress.placement_watch import Decision
 
     watch._act(Decision("g", "fail", "no node type can hold it"), (object(), None), {}, trials)
