@@ -152,6 +152,26 @@ def run_loss(nodes, scratch: Path, name: str, delay_s: float | None, budget_s: f
     }
 
 
+def summarize(losses: list[dict]) -> dict:
+    """The ``loss`` case: how many runs completed, and the times from the new node to the next epoch."""
+    ok = [r for r in losses if r["rc"] == 0 and r["trial_status"] and all(
+        s in ("completed", "stopped_early") for s in r["trial_status"])]
+    join = [r["join_to_next_epoch_s"] for r in losses if r.get("join_to_next_epoch_s") is not None]
+    lost = [r["loss_to_next_epoch_s"] for r in losses if r.get("loss_to_next_epoch_s") is not None]
+    return {
+        "runs": len(losses), "complete": len(ok), "hung": sum(r["hung"] for r in losses),
+        "join_to_next_epoch_s": {"median": statistics.median(join) if join else None,
+                                 "worst": max(join, default=None)},
+        "loss_to_next_epoch_s": {"median": statistics.median(lost) if lost else None,
+                                 "worst": max(lost, default=None)},
+        "epochs_trained_twice_max": max((r.get("epochs_trained_twice", 0) for r in losses), default=None),
+        "watch_acted": sum(bool(r.get("watch_lines")) for r in losses),
+        "said_waiting": sum(bool(r.get("waiting_lines")) for r in losses),
+        "wall_s_median": statistics.median(r["wall_s"] for r in losses),
+        "each": losses,
+    }
+
+
 def main() -> None:
     """Runs the cases and writes the JSON result."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -161,6 +181,8 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=90.0, help="budget: the sweep's time_budget_s")
     parser.add_argument("--skip", default="", help="cases to skip, comma-separated (no_replacement, budget)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "faults.json"))
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the cases of --out that this run does not redo (losses: added to its runs)")
     args = parser.parse_args()
 
     from tests.integration.test_two_nodes import two_nodes
@@ -175,23 +197,21 @@ def main() -> None:
         for i in range(args.runs):
             losses.append(run_loss(nodes, scratch, f"loss-{i}", args.delay))
             print(f"loss-{i}", json.dumps({k: v for k, v in losses[-1].items() if k != "tail"}), flush=True)
-        ok = [r for r in losses if r["rc"] == 0 and r["trial_status"] and all(
-            s in ("completed", "stopped_early") for s in r["trial_status"])]
-        join = [r["join_to_next_epoch_s"] for r in losses if r.get("join_to_next_epoch_s") is not None]
-        cases["loss"] = {
-            "runs": len(losses), "complete": len(ok), "hung": sum(r["hung"] for r in losses),
-            "join_to_next_epoch_s": {"median": statistics.median(join) if join else None,
-                                     "worst": max(join, default=None)},
-            "epochs_trained_twice_max": max((r.get("epochs_trained_twice", 0) for r in losses), default=None),
-            "wall_s_median": statistics.median(r["wall_s"] for r in losses) if losses else None,
-            "each": losses,
-        }
+        if losses:
+            cases["loss"] = summarize(losses)
         if "no_replacement" not in args.skip:
             cases["no_replacement"] = run_loss(nodes, scratch, "late-node", args.wait)
             print("no_replacement", json.dumps(cases["no_replacement"]), flush=True)
         if "budget" not in args.skip:
             cases["budget"] = run_loss(nodes, scratch, "no-node", None, budget_s=args.budget)
             print("budget", json.dumps(cases["budget"]), flush=True)
+    earlier = ""
+    if args.keep and Path(args.out).is_file():
+        previous = json.loads(Path(args.out).read_text())
+        kept, earlier = previous["cases"], previous["command"]
+        if "loss" in kept and "loss" in cases:  # the losses of both runs, in the order they ran
+            cases["loss"] = summarize(kept["loss"]["each"] + cases["loss"]["each"])
+        cases = {**kept, **cases}
     write_report({
         "what": "2 trials of 2 Horovod workers x 0.5 CPU (digits MLP, 8 epochs, a checkpoint per epoch to S3 on "
                 "moto), head with 0 CPUs and one 2-CPU worker node; the worker node's process tree SIGKILLed "
@@ -200,7 +220,12 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "shared": "2 cores shared with other engineers' test runs: times are disturbed"},
         "command": f"python benchmarks/faults.py --runs {args.runs} --delay {args.delay} --wait {args.wait} "
-                   f"--budget {args.budget}",
+                   f"--budget {args.budget}" + (f" --skip {args.skip}" if args.skip else "")
+                   + (f" --keep (after: {earlier})" if earlier else ""),
+        "measures": "join_to_next_epoch_s: from the new node first seen alive (a probe every ~1-5 s) to the end "
+                    "of the interrupted trial's first epoch after the loss (rank 0's clock); epochs_trained_twice: "
+                    "the last epoch in the trial's result.json before the loss (uploaded with a lag) less the "
+                    "epoch it resumed from",
     }, args.out)
 
 
