@@ -143,13 +143,18 @@ def run_loss(nodes, scratch: Path, name: str, delay_s: float | None, budget_s: f
         **figures,
         "wall_s": round(time.time() - started, 1),
         "waiting_lines": [line.strip()[:300] for line in output.splitlines() if "waiting for resources" in line][:2],
-        "watch_lines": [line.strip()[:300] for line in output.splitlines()
-                        if "placement group" in line and ("recreate" in line or "retry" in line or "fail" in line)][:4],
+        "watch_lines": watch_lines(output),
         "sweep_end": next((line.strip()[:300] for line in reversed(output.splitlines())
                            if line.startswith("sweep: ")), ""),
         "tail": output[-1500:] if rc or hung else "",
         "placement": hung,
     }
+
+
+def watch_lines(output: str) -> list[str]:
+    """What the placement watch did (``placement group 3d25a525 recreate: …``) and the nodes it saw lost."""
+    return [line.strip()[:300] for line in output.splitlines() if line.startswith("placement group ") and any(
+        f" {action}: " in line for action in ("recreate", "retry", "fail")) or line.startswith("node ")][:4]
 
 
 def summarize(losses: list[dict]) -> dict:
@@ -165,7 +170,8 @@ def summarize(losses: list[dict]) -> dict:
         "loss_to_next_epoch_s": {"median": statistics.median(lost) if lost else None,
                                  "worst": max(lost, default=None)},
         "epochs_trained_twice_max": max((r.get("epochs_trained_twice", 0) for r in losses), default=None),
-        "watch_acted": sum(bool(r.get("watch_lines")) for r in losses),
+        "watch_acted": sum(any(line.startswith("placement group") for line in r.get("watch_lines", []))
+                           for r in losses),
         "said_waiting": sum(bool(r.get("waiting_lines")) for r in losses),
         "wall_s_median": statistics.median(r["wall_s"] for r in losses),
         "each": losses,
