@@ -153,8 +153,8 @@ def run_loss(nodes, scratch: Path, name: str, delay_s: float | None, budget_s: f
 
 def watch_lines(output: str) -> list[str]:
     """What the placement watch did (``placement group 3d25a525 recreate: …``) and the nodes it saw lost."""
-    return [line.strip()[:300] for line in output.splitlines() if line.startswith("placement group ") and any(
-        f" {action}: " in line for action in ("recreate", "retry", "fail")) or line.startswith("node ")][:4]
+    return [line.strip()[:300] for line in output.splitlines() if (line.startswith("placement group ") and any(
+        f" {action}: " in line for action in ("recreate", "retry", "fail"))) or line.startswith("node ")][:4]
 
 
 def summarize(losses: list[dict]) -> dict:
