@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 STUCK_ENV = "HPO_PLACEMENT_STUCK_S"
 #: Its default.
 STUCK_S = 30.0
+#: A node lost at most this many seconds before a group began to wait is named as the reason it waits.
+LOSS_WINDOW_S = 300.0
 #: Ray's states of a group that is not placed (``RESCHEDULING``: its node was lost).
 UNPLACED = ("PENDING", "RESCHEDULING")
 
@@ -363,7 +365,8 @@ class PlacementWatch(Callback):
         (A slot that frees up in the normal course, or a node an autoscaler starts within it, is no news.)
         """
         since = min(self.unplaced_since.values(), default=None)
-        lost = f"node {self.lost[-1][1][:8]} lost" if self.lost else ""
+        recent = [node for when, node, _ in self.lost if since is not None and when >= since - LOSS_WINDOW_S]
+        lost = f"node {recent[-1][:8]} lost" if recent else ""
         shown = since is not None and (bool(lost) or now - since >= self.stuck_s)
         wait = ResourceWait(since, len(self.unplaced_since), lost) if shown else None  # type: ignore[arg-type]
         if wait != self.wait:

@@ -108,6 +108,11 @@ def test_the_watch_tells_of_a_wait_after_a_node_loss_at_once_and_of_any_other_af
     watch.unplaced_since = {}
     watch._show(140.0)
     assert changes[-1] is None and len(changes) == 3
+    watch.unplaced_since = {"h": 1000.0}  # a wait long after that loss: the loss is not its reason
+    watch._show(1001.0)
+    assert changes[-1] is None
+    watch._show(1030.0)
+    assert changes[-1] == ResourceWait(1000.0, 1, "")
 
 
 def test_the_watch_fails_the_waiting_trials_of_a_group_that_can_never_be_placed(monkeypatch):
