@@ -402,3 +402,131 @@ def gcs_cluster_config() -> Any:
     from ray._private.state import state
 
     return state.get_cluster_config()
+
+
+def ray_available_per_node() -> dict[str, dict[str, float]]:
+    """Node id → the resources free on it now (the GCS's view; a placement group's reserved bundles included)."""
+    from ray._private.state import available_resources_per_node
+
+    return {node: {k: float(v) for k, v in free.items()} for node, free in available_resources_per_node().items()}
+
+
+# -- Ray Tune's trial executor (2.60.0): its placement groups -------------------------------------------
+
+
+@contextlib.contextmanager
+def tune_controller_seen(on_controller: Any) -> Iterator[None]:
+    """Inside the block, each ``TuneController`` Tune builds is handed to ``on_controller`` once built.
+
+    Tune gives its callbacks the trials, not its controller; a placement group it waits for (or a trial
+    whose actor waits for one) is reached only through the controller.
+    """
+    from ray.tune.execution.tune_controller import TuneController
+
+    original = TuneController.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        on_controller(self)
+
+    TuneController.__init__ = init
+    try:
+        yield
+    finally:
+        TuneController.__init__ = original
+
+
+def tune_placement_groups(controller: Any) -> list[tuple[Any, str, Any]]:
+    """Every placement group Tune's controller holds: ``(group, where, trial)``.
+
+    ``where`` is ``staged`` (Tune waits for it to be placed), ``ready`` (placed, not handed to a trial yet)
+    or ``acquired`` (a trial's actor runs, or waits to start, in it; ``trial`` is that trial, else None).
+    """
+    manager = controller._actor_manager
+    resources = manager._resource_manager
+    found: list[tuple[Any, str, Any]] = []
+    for pgs in list(resources._request_to_staged_pgs.values()):
+        found += [(pg, "staged", None) for pg in list(pgs)]
+    for pgs in list(resources._request_to_ready_pgs.values()):
+        found += [(pg, "ready", None) for pg in list(pgs)]
+    trial_of = {tracked: trial for trial, tracked in list(controller._trial_to_actor.items())}
+    for tracked, (_, acquired) in list(manager._live_actors_to_ray_actors_resources.items()):
+        found.append((acquired.placement_group, "acquired", trial_of.get(tracked)))
+    return found
+
+
+def tune_restage(controller: Any, pg: Any) -> bool:
+    """Removes a group Tune waits for (staged or ready, not a trial's) and asks Tune's manager for a new one.
+
+    Returns:
+        False if the group is not one Tune waits for (a trial holds it, or it is gone).
+    """
+    import ray
+    from ray.util.placement_group import remove_placement_group
+
+    resources = controller._actor_manager._resource_manager
+    request = resources._pg_to_request.get(pg)
+    if request is None:
+        return False
+    if pg in resources._request_to_staged_pgs[request]:
+        resources._request_to_staged_pgs[request].discard(pg)
+        future = resources._pg_to_staging_future.pop(pg, None)
+        if future is not None:
+            resources._staging_future_to_pg.pop(future, None)
+            ray.cancel(future)
+    elif pg in resources._request_to_ready_pgs[request]:
+        resources._request_to_ready_pgs[request].discard(pg)
+    else:
+        return False
+    resources._pg_to_request.pop(pg, None)
+    remove_placement_group(pg)
+    resources.request_resources(request)
+    return True
+
+
+def tune_actor_started(controller: Any, trial: Any) -> bool:
+    """True if the trial's actor has started (False: it waits to be placed, or the trial has none)."""
+    tracked = controller._trial_to_actor.get(trial)
+    return tracked is not None and controller._actor_manager.is_actor_started(tracked)
+
+
+def tune_retry_start(controller: Any, trial: Any, reason: str) -> bool:
+    """A trial whose actor waits in a group that is not placed: its start fails and Tune retries it.
+
+    The actor (never started) is killed and its group removed, as when Ray fails an actor's creation; the
+    trial is recovered from its last checkpoint on a new group, and this does not count as one of its
+    failures (``FailureConfig.max_failures``): the trial did nothing wrong.
+
+    Returns:
+        False if the trial has no actor waiting to start.
+    """
+    import ray
+    from ray.tune.error import TuneError
+
+    manager = controller._actor_manager
+    tracked = controller._trial_to_actor.get(trial)
+    live = manager._live_actors_to_ray_actors_resources
+    if tracked is None or tracked not in live or manager.is_actor_started(tracked):
+        return False
+    actor = live[tracked][0]
+    trial.run_metadata.num_failures -= 1  # Tune counts the failure below; this one is not the trial's
+    manager._actor_start_failed(tracked, TuneError(reason))
+    with contextlib.suppress(Exception):
+        ray.kill(actor)
+    return True
+
+
+def tune_trial_placed(controller: Any, trial: Any) -> bool:
+    """True if the trial's actor has its resources (it runs, or starts, in a placed group)."""
+    tracked = controller._trial_to_actor.get(trial)
+    return tracked is not None and tracked in controller._actor_manager._live_actors_to_ray_actors_resources
+
+
+def tune_fail_pending(controller: Any, trial: Any, reason: str) -> None:
+    """Fails a trial that waits for resources (``PENDING``), with ``reason`` as its error.
+
+    Tune retries only a trial that was running: this one ends failed.
+    """
+    from ray.tune.error import TuneError
+
+    controller._process_trial_failure(trial, TuneError(reason))

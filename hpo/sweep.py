@@ -63,6 +63,7 @@ def _run(
     config: SweepConfig, options: RunOptions, source: str, spec: TrialSpec, interrupt: Interruption
 ) -> TuneResult:
     """:func:`run_sweep` once the name is cleared and the checks passed, with SIGINT/SIGTERM held."""
+    from hpo.progress.placement_watch import PlacementWatch
     from hpo.progress.setup import monitor_for, samples_per_epoch
     from hpo.search import planned_trials
     from hpo.tracking.kinds import tracker_kind
@@ -99,10 +100,16 @@ def _run(
     interrupt.on_stop = tracker.mark_interrupted
     monitor.log = tracker.log_progress
     watchers = [*([clock] if clock is not None else []), tracker.callback, monitor]  # the clock first: it reads results
+    # On a cluster, nodes come and go: trials whose placement group stays unplaced are seen to (a local Ray
+    # loses no node).
+    placement = PlacementWatch(monitor.resources_changed) if options.address else None
+    if placement is not None:
+        watchers.append(placement)
     tuner = build_tuner(config, options, spec, watchers, warm_points, started, resume)
     try:
         # Trial runtime_envs are logged in plain text; metrics go to MLflow, not to TensorBoard files.
-        with compat.tune_propagates_no_credentials(), compat.tune_without_tensorboard():
+        with compat.tune_propagates_no_credentials(), compat.tune_without_tensorboard(), \
+                compat.tune_controller_seen(placement.bind if placement is not None else lambda _: None):
             results = tuner.fit()
     except KeyboardInterrupt:  # a second Ctrl-C: stop at once (finished trials are in Tune's state and MLflow)
         monitor.close("interrupted")

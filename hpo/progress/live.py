@@ -118,6 +118,11 @@ class Snapshot:
         trials: Every trial, running ones first.
         storage_down_since: Unix time since which the sweep's object storage does not answer (None: it does).
         storage_waiting: Running trials that have reported nothing since then (their checkpoint waits for it).
+        resources_waiting_since: Unix time since which a trial's placement group is unplaced (a node was lost,
+            or none has room), or None.
+        resources_waiting: Placement groups unplaced now.
+        resources_note: Why, where known (``node 3fa2b1c0 lost``).
+        resources_waited_s: Seconds the sweep has spent waiting for resources so far (ended waits).
     """
 
     name: str
@@ -150,6 +155,10 @@ class Snapshot:
     trials: tuple[TrialLine, ...] = ()
     storage_down_since: float | None = None
     storage_waiting: int = 0
+    resources_waiting_since: float | None = None
+    resources_waiting: int = 0
+    resources_note: str = ""
+    resources_waited_s: float = 0.0
 
     @property
     def ended(self) -> int:

@@ -25,6 +25,7 @@ from ray.tune import Callback
 from hpo.object_store import error_status
 from hpo.progress.journal import Journal, sweep_event
 from hpo.progress.live import Snapshot, SweepProgress, TrialLine
+from hpo.progress.placement_watch import ResourceWait
 from hpo.progress.storage_watch import StorageWatch
 from hpo.progress.views import Header, View
 from hpo.results import EPOCH_KEY, EPOCH_TIME_KEY, ITERATION_KEY, REPEAT_KEY, trial_status
@@ -84,6 +85,10 @@ class SweepMonitor(Callback):
         self.reported_at: dict[str, float] = {}
         #: Trials that ended because the storage did not answer (interrupted: ``--resume`` continues them).
         self.storage_interrupted: set[str] = set()
+        #: Trials waiting for resources (:meth:`resources_changed`); None: none waits.
+        self.resource_wait: ResourceWait | None = None
+        #: Seconds spent waiting for resources in waits that ended.
+        self.resources_waited_s = 0.0
         self._lock = threading.RLock()
         self.last_tick = 0.0
         self.last_log = -math.inf
@@ -93,7 +98,8 @@ class SweepMonitor(Callback):
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles its callbacks with the Tuner; a resumed sweep is given a new monitor instead.
         return {"progress": None, "header": self.header, "views": [], "live_file": None, "events_file": None,
-                "log": None, "storage_watch": None, "reported_at": {}, "storage_interrupted": set()}
+                "log": None, "storage_watch": None, "reported_at": {}, "storage_interrupted": set(),
+                "resource_wait": None, "resources_waited_s": 0.0}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, tick_s=2.0, log_every_s=30.0, last_tick=0.0, last_log=-math.inf,
@@ -117,6 +123,28 @@ class SweepMonitor(Callback):
     def watch_storage(self, probe: Callable[[], None], every_s: float = 10.0) -> None:
         """Probes the sweep's object storage in the background; the views say when it stops answering."""
         self.storage_watch = StorageWatch(probe, self._storage_changed, every_s).start()
+
+    def resources_changed(self, wait: ResourceWait | None) -> None:
+        """Trials started or stopped waiting for resources (:class:`~hpo.progress.placement_watch.PlacementWatch`).
+
+        The views show it at once, and the journal records it (a ``resources`` event).
+        """
+        now = time.time()
+        with self._lock:
+            if self.resource_wait is not None and wait is None:
+                self.resources_waited_s += now - self.resource_wait.since
+            self.resource_wait = wait
+            recorder = getattr(self.progress, "recorder", None) if self.progress is not None else None
+            if recorder is not None:
+                recorder({"event": "resources", "t": now, "since": wait.since if wait else None,
+                          "groups": wait.groups if wait else 0, "note": wait.lost if wait else ""})
+            if self.snapshot is None:
+                return
+            snapshot = self._with_storage(replace(self.snapshot, time=now))
+            self.snapshot = snapshot
+            for view in self.views:
+                view.update(snapshot)
+            self._write(snapshot)
 
     def close(self, state: str) -> Snapshot | None:
         """The sweep ended (``finished`` or ``interrupted``): the last snapshot everywhere."""
@@ -230,7 +258,14 @@ class SweepMonitor(Callback):
         return snapshot
 
     def _with_storage(self, snapshot: Snapshot) -> Snapshot:
-        """``snapshot`` with the storage's state: since when it does not answer, which trials wait on it."""
+        """``snapshot`` with the trials' wait for resources and the storage's state.
+
+        The storage's: since when it does not answer, which trials wait on it.
+        """
+        wait = getattr(self, "resource_wait", None)
+        snapshot = replace(snapshot, resources_waiting_since=wait.since if wait else None,
+                           resources_waiting=wait.groups if wait else 0, resources_note=wait.lost if wait else "",
+                           resources_waited_s=round(getattr(self, "resources_waited_s", 0.0), 1))
         since = self.storage_watch.down_since if self.storage_watch is not None else None
         if since is None:
             return snapshot
@@ -278,6 +313,9 @@ class SweepMonitor(Callback):
             "forecast_cost_total": snapshot.cost_total_median,
             "progress_trials_ended": float(snapshot.ended),
             "progress_epochs_per_min": snapshot.epochs_per_min,
+            # Seconds the sweep waited for resources (a lost node): the forecast counts training time only.
+            "progress_resources_waited_s": snapshot.resources_waited_s + (
+                snapshot.time - snapshot.resources_waiting_since if snapshot.resources_waiting_since else 0.0),
         }
         self._send({k: v for k, v in metrics.items() if v is not None}, int(snapshot.elapsed_s))
 

@@ -112,10 +112,17 @@ def sweep_text(snapshot: Snapshot, currency: str = "$") -> str:
         since = time.strftime("%H:%M:%S", time.localtime(s.storage_down_since))
         parts.append(f"storage unreachable since {since} ({duration(s.time - s.storage_down_since)}), "
                      f"{s.storage_waiting} running trial{'s' if s.storage_waiting != 1 else ''} waiting on it")
+    if s.resources_waiting_since is not None:
+        since = time.strftime("%H:%M:%S", time.localtime(s.resources_waiting_since))
+        why = f" ({s.resources_note})" if s.resources_note else ""
+        parts.append(f"waiting for resources since {since}{why} ({duration(s.time - s.resources_waiting_since)}), "
+                     f"{s.resources_waiting} placement group{'s' if s.resources_waiting != 1 else ''} unplaced")
     left = (f"~{duration(s.remaining_s_median)} left [{duration(s.remaining_s_low)}-{duration(s.remaining_s_high)}]"
             if s.remaining_s_median is not None else "time left: after the first timed epochs")
     if s.method == "prior" and s.remaining_s_median is not None:
         left += " (prior)"
+    if s.resources_waiting_since is not None and s.remaining_s_median is not None:
+        left += " once placed"  # the estimate counts training time; the wait comes on top
     parts.append(f"{duration(s.elapsed_s)} elapsed, {left}")
     if s.cost_spent is not None:
         cost = f"cost {money(s.cost_spent, currency)} so far"

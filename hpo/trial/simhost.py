@@ -252,6 +252,9 @@ def simulator_host() -> Any:
         get_if_exists=True,
         num_cpus=0,
         max_concurrency=1000,
+        # Its node lost: Ray starts it again on a node that lives (its channels and clocks start empty; the
+        # trials that ran in it fail and are retried from their checkpoints, as on any lost node).
+        max_restarts=-1,
         # Not in the placement group of the trial that happens to start it (Tune's groups capture child
         # actors): the host would die with that trial's group, and every other trial with it.
         scheduling_strategy="DEFAULT",

@@ -17,7 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,7 @@ RAY = str(Path(sys.executable).with_name("ray"))
 SMALL = ROOT / "tests" / "integration" / "sweeps" / "small.yaml"
 WORKER_CPUS = 2
 WORKER_PORTS = 100  # per node: one per Ray worker process
+REPLACEMENTS = 1  # worker nodes a test may start after losing one
 
 
 @dataclass
@@ -47,6 +49,25 @@ class TwoNodes:
     moto: MotoServer
     bucket: str
     procs: list[subprocess.Popen]
+    start_worker: Callable[[], subprocess.Popen]
+
+    def worker(self) -> subprocess.Popen:
+        """The newest worker node's process (``unshare`` → ``ray start --block`` → raylet and its workers)."""
+        return self.procs[-1]
+
+    def lose_worker(self) -> None:
+        """SIGKILLs the newest worker node's whole process tree at once, as when its machine is gone."""
+        kill_tree([self.worker().pid], "\0never-matches\0")
+
+    def replace_worker(self) -> float:
+        """A new worker node with a fresh disk and ports of its own joins, as an autoscaler would start one.
+
+        Returns:
+            When the new node was first seen alive in the cluster.
+        """
+        self.procs.append(self.start_worker())
+        return _wait_for_nodes({**self.env(), "RAY_AUTH_MODE": "token"}, self.address, 1, [self.procs[0]],
+                               port=self.procs[-1].args[-1].split("--node-manager-port=")[1].split()[0])
 
     def env(self) -> dict[str, str]:
         """hpo's environment: the S3 endpoint and credentials; no RAY_AUTH_MODE (hpo finds the token itself)."""
@@ -75,37 +96,45 @@ def _ports(ports: Iterator[int]) -> list[str]:
     ]  # fmt: skip
 
 
-def _wait_for_nodes(env: dict[str, str], address: str, count: int, procs: list[subprocess.Popen]) -> None:
+def _wait_for_nodes(env: dict[str, str], address: str, count: int, procs: list[subprocess.Popen],
+                    port: str = "") -> float:
+    """Waits until ``count`` nodes are alive (with node-manager ``port`` only, if given); returns when."""
     probe = (
         "import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False);"
-        "print(sum(1 for n in ray.nodes() if n['Alive']))"
+        "print(sum(1 for n in ray.nodes() if n['Alive'] and sys.argv[2] in ('', str(n['NodeManagerPort']))))"
     )
     deadline, out = time.time() + 300, None  # a busy 2-core machine (the rest of make test) starts Ray slowly
     while time.time() < deadline:
         if any(p.poll() is not None for p in procs):
             break
         try:
-            out = subprocess.run([sys.executable, "-c", probe, address], capture_output=True, text=True, env=env,
-                                 timeout=90)
+            out = subprocess.run([sys.executable, "-c", probe, address, port], capture_output=True, text=True,
+                                 env=env, timeout=90)
         except subprocess.TimeoutExpired:
             continue
         if out.returncode == 0 and out.stdout.strip().splitlines()[-1:] == [str(count)]:
-            return
+            return time.time()
         time.sleep(1)
     seen = f"probe rc {out.returncode}: {out.stdout[-500:]} {out.stderr[-1500:]}" if out else "no probe ran"
     raise RuntimeError(f"{count} Ray nodes did not come up ({seen})")
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[TwoNodes]:
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("needs root and unshare (util-linux) to give the second node a mount namespace of its own")
-    root = tmp_path_factory.mktemp("two-nodes")
+@contextmanager
+def two_nodes(root: Path, replacements: int = REPLACEMENTS) -> Iterator[TwoNodes]:
+    """Starts the head, the worker node and a moto S3 server under ``root``; stops every process by PID.
+
+    Args:
+        root: An empty directory for the head's disk and the logs.
+        replacements: How many worker nodes may be started after the first (each takes ports of its own).
+
+    Raises:
+        RuntimeError: A node did not come up (with the end of both nodes' logs).
+    """
     disk = root / "head-disk"
     disk.mkdir()
     moto = MotoServer(root / "moto.log").start()
     temp_dir = Path(tempfile.mkdtemp(prefix="hpo-2n-", dir="/tmp"))  # short: Ray's socket paths are limited
-    ports = iter(quiet_ports(2 * (WORKER_PORTS + 8) + 3, "cluster"))
+    ports = iter(quiet_ports((2 + replacements) * (WORKER_PORTS + 8) + 3, "cluster"))
     port = next(ports)
     # Token authentication on: both nodes and the probes present the token (hpo finds it on its own).
     env = {**os.environ, **moto.env(), "RAY_USAGE_STATS_ENABLED": "0", "TF_USE_LEGACY_KERAS": "1",
@@ -115,23 +144,29 @@ def cluster(tmp_path_factory) -> Iterator[TwoNodes]:
     head_cmd = [RAY, "start", "--head", f"--port={port}", "--num-cpus=0", "--num-gpus=0",
                 f"--ray-client-server-port={next(ports)}", f"--dashboard-port={next(ports)}",
                 "--include-dashboard=false", *common, *_ports(ports)]
-    worker = " ".join([RAY, "start", f"--address=127.0.0.1:{port}", f"--num-cpus={WORKER_CPUS}", "--num-gpus=0",
-                       *common, *_ports(ports)])
-    # The second node: its own mount namespace, where the head's disk is an empty tmpfs.
-    worker_cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                  f"mount -t tmpfs hpo-other-disk {disk} && exec {worker}"]
     procs: list[subprocess.Popen] = []
-    logs = [(root / "head.log").open("w"), (root / "worker.log").open("w")]
+    logs = [(root / "head.log").open("w")]
+
+    def start_worker() -> subprocess.Popen:
+        """A worker node: its own mount namespace, where the head's disk is an empty tmpfs, and its own ports."""
+        worker = " ".join([RAY, "start", f"--address=127.0.0.1:{port}", f"--num-cpus={WORKER_CPUS}",
+                           "--num-gpus=0", *common, *_ports(ports)])
+        cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+               f"mount -t tmpfs hpo-other-disk {disk} && exec {worker}"]
+        logs.append((root / f"worker{len(logs)}.log").open("w"))
+        return subprocess.Popen(cmd, env=env, stdout=logs[-1], stderr=subprocess.STDOUT, start_new_session=True)
+
     try:
         procs.append(subprocess.Popen(head_cmd, env=env, stdout=logs[0], stderr=subprocess.STDOUT,
                                       start_new_session=True))
         _wait_for_nodes(env, f"127.0.0.1:{port}", 1, procs)
-        procs.append(subprocess.Popen(worker_cmd, env=env, stdout=logs[1], stderr=subprocess.STDOUT,
-                                      start_new_session=True))
-        _wait_for_nodes(env, f"127.0.0.1:{port}", 2, procs)
-        yield TwoNodes(f"127.0.0.1:{port}", disk, moto, moto.bucket("team-sweeps"), procs)
-    except RuntimeError as exc:
-        pytest.fail(f"{exc}: {(root / 'head.log').read_text()[-2000:]} {(root / 'worker.log').read_text()[-2000:]}")
+        procs.append(start_worker())
+        try:
+            _wait_for_nodes(env, f"127.0.0.1:{port}", 2, procs)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}: {(root / 'head.log').read_text()[-2000:]} "
+                               f"{(root / 'worker1.log').read_text()[-2000:]}") from None
+        yield TwoNodes(f"127.0.0.1:{port}", disk, moto, moto.bucket("team-sweeps"), procs, start_worker)
     finally:
         kill_tree([p.pid for p in procs], str(temp_dir))
         moto.stop()
@@ -139,6 +174,17 @@ def cluster(tmp_path_factory) -> Iterator[TwoNodes]:
             log.close()
         shutil.rmtree(temp_dir, ignore_errors=True)
     assert all(p.poll() is not None for p in procs)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[TwoNodes]:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare (util-linux) to give the second node a mount namespace of its own")
+    try:
+        with two_nodes(tmp_path_factory.mktemp("two-nodes")) as nodes:
+            yield nodes
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 def sweep_file(cluster: TwoNodes, name: str, trials: int = 3, epochs: int = 3, **data: object) -> str:
@@ -324,6 +370,74 @@ def test_a_minute_long_storage_stall_mid_trial_fails_nothing(cluster):
         filter_string=f"tags.mlflow.parentRunId = '{summary['mlflow']['parent_run_id']}'",
     )
     assert sorted(c.data.tags["hpo.trial_id"] for c in children) == sorted(by_id)
+    for run in children:
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
+        assert steps == list(range(1, by_id[run.data.tags["hpo.trial_id"]]["epochs"] + 1)), steps  # each epoch once
+
+
+def _results(cluster: TwoNodes, name: str) -> dict[str, list[dict]]:
+    """Every trial's ``result.json`` rows, read from the bucket: trial directory → one row per report."""
+    client = cluster.moto.client()
+    out: dict[str, list[dict]] = {}
+    for key in cluster.moto.keys(cluster.bucket, f"runs/{name}/"):
+        if key.endswith("/result.json"):
+            body = client.get_object(Bucket=cluster.bucket, Key=key)["Body"].read().decode()
+            out[key.split("/")[2]] = [json.loads(line) for line in body.splitlines() if line.strip()]
+    return out
+
+
+def test_a_lost_worker_node_costs_a_trial_only_its_epochs_since_the_last_checkpoint(cluster):
+    """The worker node dies mid-trial (its whole process tree SIGKILLed); a new node joins 10 s later.
+
+    Last in this module: the fixture's worker node is a new one after it.
+    """
+    name = sweep_file(cluster, "node-loss", trials=2, epochs=8, train="builtin:digits", validation_fraction=0.2)
+    storage = f"s3://{cluster.bucket}/runs"
+    cmd = [sys.executable, "-m", "hpo.cli.main", "tune", name, "--address", cluster.address, "--storage", storage]
+    sweep = subprocess.Popen(cmd, cwd=cluster.disk, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=cluster.env(), start_new_session=True)
+    try:
+        deadline = time.time() + 400
+        while time.time() < deadline and sweep.poll() is None and not any(
+                "/checkpoint_000001/" in k for k in cluster.moto.keys(cluster.bucket, "runs/node-loss/")):
+            time.sleep(0.5)
+        assert sweep.poll() is None, f"the sweep ended before the node loss: {sweep.stdout.read()[-3000:]}"
+        cluster.lose_worker()
+        time.sleep(10)
+        cluster.replace_worker()
+        output, _ = sweep.communicate(timeout=400)
+    except subprocess.TimeoutExpired:
+        os.killpg(sweep.pid, signal.SIGKILL)
+        pytest.fail(f"the sweep did not end after the node loss: {sweep.communicate()[0][-4000:]}")
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+    assert sweep.returncode == 0, output[-4000:]
+
+    state = next((cluster.disk / "hpo_runs" / "_shared").glob("s3-*")) / "node-loss"
+    summary = json.loads((state / "summary.json").read_text())
+    assert [t["status"] in ("completed", "stopped_early") for t in summary["trials"]] == [True, True], summary["trials"]
+    # The trial on the lost node went on from its last checkpoint: the epochs it trained again are those
+    # reported after it, without one (a checkpoint per epoch, unless rank 0 went on while one was uploading).
+    resumed = {d: rows for d, rows in _results(cluster, "node-loss").items() if any(
+        r.get("resumed_from_epoch") for r in rows)}
+    assert len(resumed) == 1, output[-3000:]
+    [rows] = resumed.values()
+    first = next(i for i, r in enumerate(rows) if r["resumed_from_epoch"])
+    start = rows[first]["resumed_from_epoch"]
+    lost = {r["epoch"]: r["checkpointed"] for r in rows[:first]}
+    assert start >= 1 and lost[start] is True, rows  # the epoch it resumed from had a checkpoint
+    assert not any(checkpointed for epoch, checkpointed in lost.items() if epoch > start), rows  # none later did
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=summary["mlflow"]["uri"])
+    by_id = {t["trial_id"]: t for t in summary["trials"]}
+    children = client.search_runs(
+        [summary["mlflow"]["experiment_id"]],
+        filter_string=f"tags.mlflow.parentRunId = '{summary['mlflow']['parent_run_id']}'",
+    )
+    assert sorted(c.data.tags["hpo.trial_id"] for c in children) == sorted(by_id)  # the same run continued
     for run in children:
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
         assert steps == list(range(1, by_id[run.data.tags["hpo.trial_id"]]["epochs"] + 1)), steps  # each epoch once

@@ -107,8 +107,9 @@ def test_environment_variables_are_listed_in_one_place():
     table = DOC.split("## Environment variables")[1].split("\n## ")[0]
     listed = set(re.findall(r"^\| `(HPO_\w+)`", table, flags=re.M))
     used = {p.envvar for cmd in commands().values() for p in cmd.params if getattr(p, "envvar", None)}
-    # Read by hpo itself, not as a flag: HPO_DEBUG (errors), HPO_STORAGE_RETRY_S (hpo.object_store).
-    assert used and used <= listed and listed - used == {"HPO_DEBUG", "HPO_STORAGE_RETRY_S"}
+    # Read by hpo itself, not as a flag: HPO_DEBUG (errors), HPO_STORAGE_RETRY_S (hpo.object_store),
+    # HPO_PLACEMENT_STUCK_S (hpo.progress.placement_watch).
+    assert used and used <= listed and listed - used == {"HPO_DEBUG", "HPO_STORAGE_RETRY_S", "HPO_PLACEMENT_STUCK_S"}
     for var, flag in (("HPO_STORAGE", "--storage"), ("HPO_MLFLOW_URI", "--mlflow-uri"), ("HPO_ADDRESS", "--address")):
         owners = [p for cmd in commands().values() for p in cmd.params if flag in getattr(p, "opts", [])]
         assert owners and all(p.envvar == var for p in owners), flag

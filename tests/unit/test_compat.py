@@ -424,3 +424,40 @@ def f(searcher, trial):
         "17: self._results_queue (of InlinePool's base)",
         "24: optuna.trial._trial_id",
     ]
+
+
+def test_tune_placement_group_internals():
+    """What the placement watch reads and changes of Tune's trial executor, checked without starting Ray."""
+    from ray._private import state
+    from ray.air.execution._internal.actor_manager import RayActorManager
+    from ray.air.execution.resources.placement_group import PlacementGroupResourceManager
+    from ray.tune.execution.tune_controller import TuneController
+    from ray.tune.experiment.trial import Trial
+
+    assert callable(state.available_resources_per_node), _broken("ray_available_per_node", "ray", "state")
+    resources = PlacementGroupResourceManager()
+    for name in ("_request_to_staged_pgs", "_request_to_ready_pgs", "_pg_to_request", "_pg_to_staging_future",
+                 "_staging_future_to_pg"):
+        assert hasattr(resources, name), _broken("tune_restage", "ray", f"PlacementGroupResourceManager.{name}")
+    assert callable(resources.request_resources)
+    manager = RayActorManager(resources)
+    assert manager._resource_manager is resources and hasattr(manager, "_live_actors_to_ray_actors_resources"), \
+        _broken("tune_placement_groups", "ray", "RayActorManager")
+    assert callable(manager._actor_start_failed) and callable(manager.is_actor_started), \
+        _broken("tune_retry_start", "ray", "RayActorManager._actor_start_failed")
+    init = inspect.getsource(TuneController.__init__)
+    assert "self._actor_manager =" in init and "self._trial_to_actor" in init, \
+        _broken("tune_controller_seen", "ray", "TuneController.__init__")
+    assert list(inspect.signature(TuneController._process_trial_failure).parameters) == ["self", "trial", "exception"]
+    assert "run_metadata.num_failures" in inspect.getsource(Trial.should_recover), \
+        _broken("tune_retry_start", "ray", "Trial.should_recover")
+
+
+def test_tune_controller_seen_hands_over_each_controller_inside_the_block_only():
+    from ray.tune.execution.tune_controller import TuneController
+
+    original = TuneController.__init__
+    seen: list = []
+    with compat.tune_controller_seen(seen.append):
+        assert TuneController.__init__ is not original
+    assert TuneController.__init__ is original and seen == []
