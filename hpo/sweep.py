@@ -102,7 +102,11 @@ def _run(
     watchers = [*([clock] if clock is not None else []), tracker.callback, monitor]  # the clock first: it reads results
     # On a cluster, nodes come and go: trials whose placement group stays unplaced are seen to (a local Ray
     # loses no node).
-    placement = PlacementWatch(monitor.resources_changed) if options.address else None
+    placement = None
+    if options.address:
+        from hpo.cluster.fit import autoscaler_node_types, never_fits
+
+        placement = PlacementWatch(monitor.resources_changed, node_types=autoscaler_node_types, never_fits=never_fits)
     if placement is not None:
         watchers.append(placement)
     tuner = build_tuner(config, options, spec, watchers, warm_points, started, resume)

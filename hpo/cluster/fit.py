@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hpo.cluster.files import UNBOUNDED, launchable_node_types, load_cluster_file
 from hpo.cluster.shapes import NodeShape
@@ -172,3 +174,27 @@ def check_trial_fits_cluster(bundle: dict[str, float], workers: int, *, source: 
         launchable=None if local else launchable,
         max_launched=max_launched,
     )
+
+
+def never_fits(bundles: tuple[dict[str, float], ...], nodes: Sequence[Any],
+               known: tuple[list[Any], int] | None) -> str:
+    """Why no node and no node type of the cluster's autoscaler could ever hold ``bundles`` ("" if one could).
+
+    Args:
+        bundles: A group's bundles (hpo's are one worker's resources each).
+        nodes: The cluster's nodes (each with ``node_id``, ``alive`` and ``total`` resources).
+        known: The autoscaler's node types and global ``max_workers``
+            (:func:`hpo.cluster.fit.autoscaler_node_types`); None: not known, so no verdict.
+    """
+    if known is None or not bundles:
+        return ""
+    launchable, max_launched = known
+    live = [NodeShape(f"node {n.node_id[:8]}", n.total, 1) for n in nodes if n.alive]
+    bundle = max(bundles, key=lambda b: sum(b.values()))
+    capacity = max_bundles(bundle, live, launchable, max_launched)
+    if capacity >= len(bundles):
+        return ""
+    shown = ", ".join(f"{k}: {v:g}" for k, v in sorted(bundle.items()))
+    return (f"no node of the cluster and no node type of its autoscaler can hold the trial's {len(bundles)} "
+            f"bundles of {{{shown}}} (at most {capacity} fit); lower trial.workers or the per-worker resources, "
+            "or add a node type that fits")

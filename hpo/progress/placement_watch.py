@@ -191,33 +191,6 @@ def stuck_after_s() -> float:
     return value if value > 0 else STUCK_S
 
 
-def never_fits(bundles: tuple[dict[str, float], ...], nodes: Sequence[NodeState],
-               known: tuple[list[Any], int] | None) -> str:
-    """Why no node and no node type of the cluster's autoscaler could ever hold ``bundles`` ("" if one could).
-
-    Args:
-        bundles: A group's bundles (hpo's are one worker's resources each).
-        nodes: The cluster's nodes.
-        known: The autoscaler's node types and global ``max_workers``
-            (:func:`hpo.cluster.fit.autoscaler_node_types`); None: not known, so no verdict.
-    """
-    if known is None or not bundles:
-        return ""
-    from hpo.cluster.fit import max_bundles
-    from hpo.cluster.shapes import NodeShape
-
-    launchable, max_launched = known
-    live = [NodeShape(f"node {n.node_id[:8]}", n.total, 1) for n in nodes if n.alive]
-    bundle = max(bundles, key=lambda b: sum(b.values()))
-    capacity = max_bundles(bundle, live, launchable, max_launched)
-    if capacity >= len(bundles):
-        return ""
-    shown = ", ".join(f"{k}: {v:g}" for k, v in sorted(bundle.items()))
-    return (f"no node of the cluster and no node type of its autoscaler can hold the trial's {len(bundles)} "
-            f"bundles of {{{shown}}} (at most {capacity} fit); lower trial.workers or the per-worker resources, "
-            "or add a node type that fits")
-
-
 class PlacementWatch(Callback):
     """Watches the placement groups of Tune's trials; unsticks, fails or reports those left unplaced.
 
@@ -226,18 +199,24 @@ class PlacementWatch(Callback):
         stuck_s: Seconds a group may stay unplaced before :func:`decide` acts on it (default
             :func:`stuck_after_s`).
         every_s: Seconds between checks (in Tune's loop, after a step).
-        node_types: Returns the autoscaler's node types and ``max_workers``, or None if not known
-            (default :func:`hpo.cluster.fit.autoscaler_node_types`, asked once).
+        node_types: Returns the autoscaler's node types and ``max_workers``, or None if not known (asked
+            once; the sweep passes :func:`hpo.cluster.fit.autoscaler_node_types`). None: never known.
+        never_fits: ``(bundles, nodes, known) -> reason`` why no node and no node type could ever hold a
+            group ("" if one could; the sweep passes :func:`hpo.cluster.fit.never_fits`). None: no verdict,
+            so a group is waited for or recreated, never failed.
     """
 
     def __init__(
         self, on_change: Callable[[ResourceWait | None], None] | None = None, stuck_s: float | None = None,
         every_s: float = 5.0, node_types: Callable[[], tuple[list[Any], int] | None] | None = None,
+        never_fits: Callable[[tuple[dict[str, float], ...], Sequence[Any], tuple[list[Any], int] | None], str]
+        | None = None,
     ) -> None:
         self.on_change = on_change
         self.stuck_s = stuck_after_s() if stuck_s is None else stuck_s
         self.every_s = every_s
         self.node_types = node_types
+        self.never_fits = never_fits
         self.controller: Any = None
         self.unplaced_since: dict[str, float] = {}
         self.alive: set[str] = set()
@@ -328,16 +307,15 @@ class PlacementWatch(Callback):
 
     def _never(self, nodes: list[NodeState]) -> Callable[[tuple[dict[str, float], ...]], str]:
         if self._known is False:
-            if self.node_types is None:
-                from hpo.cluster.fit import autoscaler_node_types
-
-                self.node_types = autoscaler_node_types
             try:
-                self._known = self.node_types()
+                self._known = self.node_types() if self.node_types is not None else None
             except Exception:  # noqa: BLE001 - a cluster file that cannot be read: no verdict
                 self._known = None
         known = self._known if self._known is not False else None
-        return lambda bundles: never_fits(bundles, nodes, known)  # type: ignore[arg-type]
+        judge = self.never_fits
+        if judge is None:
+            return lambda bundles: ""
+        return lambda bundles: judge(bundles, nodes, known)
 
     def _act(self, decision: Decision, handle: tuple[Any, Any], by_id: dict[str, Any], trials: list) -> None:
         from hpo import compat

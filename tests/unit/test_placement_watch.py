@@ -6,6 +6,7 @@ import json
 import time
 from types import SimpleNamespace
 
+from hpo.cluster.fit import never_fits
 from hpo.cluster.shapes import NodeShape
 from hpo.progress.placement_watch import (
     STUCK_ENV,
@@ -16,7 +17,6 @@ from hpo.progress.placement_watch import (
     ResourceWait,
     decide,
     fits,
-    never_fits,
     stuck_after_s,
 )
 
