@@ -250,7 +250,8 @@ class FakeLauncher:
         import os
 
         env = {**os.environ, "RAY_FAKE_CLUSTER": "1", "RAY_USAGE_STATS_ENABLED": "0",
-               "RAY_DISABLE_PYARROW_VERSION_CHECK": "1"}
+               "RAY_DISABLE_PYARROW_VERSION_CHECK": "1", "PYTHONUNBUFFERED": "1"}  # head.log as it happens
+        _wait_port_free(self.host, self.port, timeout_s=60.0)  # a head just torn down may still hold it
         pid = spawn_detached(cmd, temp_dir / "head.log", env=env)
         self.record.parent.mkdir(parents=True, exist_ok=True)
         self.record.write_text(json.dumps({"pid": pid, "temp_dir": str(temp_dir), "address": self.address,
@@ -303,6 +304,21 @@ class FakeLauncher:
 
     def check_storage(self, storage: str) -> None:
         """Any storage does: the fake nodes are processes of this machine."""
+
+
+def _wait_port_free(host: str, port: int, timeout_s: float) -> bool:
+    """Waits until ``port`` can be bound on ``host`` (a head's GCS port, freed a moment after its teardown)."""
+    deadline = time.time() + timeout_s
+    while True:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT does not count: a listener does
+            try:
+                sock.bind((host, port))
+                return True
+            except OSError:
+                if time.time() > deadline:
+                    return False
+        time.sleep(0.5)
 
 
 def _free_ports(count: int) -> list[int]:
