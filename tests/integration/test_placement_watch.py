@@ -8,6 +8,7 @@ controller; each Tune run must then end as Tune would have it.
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -52,8 +53,13 @@ def _run(watch: PlacementWatch, tmp_path, name: str):
         run_config=tune.RunConfig(name=name, storage_path=str(tmp_path), callbacks=[watch], verbose=0,
                                   failure_config=tune.FailureConfig(max_failures=1)),
     )
-    with compat.tune_controller_seen(watch.bind):
-        return tuner.fit()
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGUSR1)}
+    try:
+        with compat.tune_controller_seen(watch.bind):
+            return tuner.fit()
+    finally:  # Tune leaves its SIGUSR1 handler installed after its loop (hpo's sweeps restore it)
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 def test_a_group_left_unplaced_with_room_is_recreated_and_its_trial_runs(ray_session, tmp_path):

@@ -221,6 +221,7 @@ def test_tune_stop_handler():
 
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGUSR1)}
     try:
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)  # a Tune run earlier in this process leaves its handler
         assert compat.tune_stop_gracefully() is False  # no Tune loop: nothing to ask
         event = tune_module._setup_signal_catching()
         handler = signal.getsignal(signal.SIGUSR1)
