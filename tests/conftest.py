@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from hpo import _env
+from hpo.cluster.launch import kill_tree  # noqa: F401 - the test clusters' teardown, by PID
 
 _env.apply()  # TF_USE_LEGACY_KERAS before TensorFlow loads
 
@@ -104,41 +105,6 @@ def ensure_ray_token(ray_cli: str) -> None:
         return
     if not (Path.home() / ".ray" / "auth_token").exists():
         subprocess.run([ray_cli, "get-auth-token", "--generate"], check=True, capture_output=True, timeout=60)
-
-
-def kill_tree(root_pids: list[int], marker: str) -> None:
-    """SIGKILLs test cluster processes by PID: the roots, everything below them, and any process whose
-    command line holds ``marker`` (a Ray temp dir: workers re-parented to init); then the roots' groups.
-    Never ``ray stop``, which kills every Ray process on the machine.
-    """
-    import signal
-
-    import psutil
-
-    procs: list[psutil.Process] = []
-    for pid in root_pids:
-        try:
-            root = psutil.Process(pid)
-            procs += [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            continue
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if marker in " ".join(proc.info["cmdline"] or []) and proc not in procs:
-                procs.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    for proc in procs:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=15)
-    for pid in root_pids:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def base_sweep(**changes: Any) -> dict[str, Any]:
