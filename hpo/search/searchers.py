@@ -134,15 +134,21 @@ class OptunaSearcher:
     sampler: Callable[[SweepConfig], Any]
 
     def __call__(
-        self, config: SweepConfig, sweep_dir: Path, resume: bool, warm: WarmPoints, warm_mode: WarmStartMode
+        self, config: SweepConfig, sweep_dir: Path | None, resume: bool, warm: WarmPoints, warm_mode: WarmStartMode
     ) -> Any:
-        """The searcher of ``config`` (the study continued on a resume, else made afresh and seeded by ``warm``)."""
+        """The searcher of ``config`` (the study continued on a resume, else made afresh and seeded by ``warm``).
+
+        A ``sweep_dir`` of None keeps the study in memory (a replayed sweep: nothing to resume or look at).
+        """
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        storage = study_storage(sweep_dir)
-        if not resume:
+        if sweep_dir is None:
+            storage = optuna.storages.InMemoryStorage()
+        else:
+            sweep_dir.mkdir(parents=True, exist_ok=True)
+            storage = study_storage(sweep_dir)
+        if not resume and sweep_dir is not None:
             try:
                 optuna.delete_study(study_name=config.name, storage=storage)
             except KeyError:
@@ -165,7 +171,7 @@ tpe, gp, random_search = OptunaSearcher(_tpe), OptunaSearcher(_gp), OptunaSearch
 
 def build_searcher(
     config: SweepConfig,
-    sweep_dir: Path,
+    sweep_dir: Path | None,
     resume: bool = False,
     warm_points: WarmPoints = None,
     warm_mode: WarmStartMode = "prior",
@@ -174,7 +180,7 @@ def build_searcher(
 
     Args:
         config: The sweep.
-        sweep_dir: ``STORAGE/NAME``; the Optuna study is kept there.
+        sweep_dir: ``STORAGE/NAME``; the Optuna study is kept there (None: in memory, for a replay).
         resume: Continue the persisted study instead of starting a fresh one.
         warm_points: ``(params, metric)`` of a previous sweep to seed the study with.
         warm_mode: ``prior`` (told as finished trials) or ``reevaluate`` (queued to run first).
