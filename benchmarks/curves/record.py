@@ -1,0 +1,249 @@
+"""Records the learning-curve tables the search benchmark replays: every configuration's whole curve, once.
+
+Each task draws ``--configs`` configurations from a realistic space of its model (learning rate, batch size,
+width and depth, L2, optimizer with a conditional momentum; for the linear model, the penalty with a
+conditional mix and the loss), trains each for ``MAX_EPOCHS`` epochs with no early stopping, and keeps every
+epoch's validation objective and wall seconds. A share of the configurations (``--seed-share``) is
+trained again with a second seed (another initialisation and shuffle), so the benchmark knows the noise
+between runs of one configuration.
+
+The models are scikit-learn's, trained one epoch at a time with ``partial_fit`` in this process (one pass
+over the training rows per call; adam or SGD with momentum for the networks), on datasets that ship with
+scikit-learn, each split once (stratified where it is a classification) into 80 % training and 20 %
+validation rows and standardised on the training rows. They are not hpo's Horovod/Keras trials: the
+tables are for comparing search methods on real curves at no training cost; ``benchmarks/search.py`` runs
+the real thing.
+
+Tasks, and which ones are held out from tuning hpo's search defaults (fixed here before any tuning):
+
+- ``digits_mlp`` (development): a multilayer perceptron on the 8x8 digits, validation accuracy.
+- ``cancer_mlp`` (development): a multilayer perceptron on the breast-cancer table, validation log loss.
+- ``digits_linear`` (held out): a linear model trained by SGD on the digits, validation accuracy.
+- ``diabetes_mlp`` (held out): a multilayer perceptron regression on the diabetes table, validation MSE of
+  the standardised target.
+
+Writes ``benchmarks/curves/TASK.parquet`` (:class:`hpo.replay.CurveTable`; a rerun with the same arguments
+writes the same curves, their seconds aside; curves already trained are taken from ``--cache``).
+``--quick``: 20 configurations a task, to try the script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import warnings
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+for _threads in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")  # one thread: small matrices, and epoch times not disturbed by BLAS threads
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from hpo.replay import Curve, CurveTable, Task  # noqa: E402
+
+MAX_EPOCHS = 20
+OUT = Path(__file__).resolve().parent
+
+MLP_SPACE: dict[str, Any] = {
+    "learning_rate": {"type": "float", "low": 0.0001, "high": 0.1, "log": True},
+    "batch_size": {"type": "categorical", "choices": [16, 32, 64, 128]},
+    "units": {"type": "int", "low": 16, "high": 256, "step": 16},
+    "layers": {"type": "int", "low": 1, "high": 3},
+    "l2": {"type": "float", "low": 0.000001, "high": 0.1, "log": True},
+    "optimizer": {"type": "categorical", "choices": ["adam", "sgd"]},
+    "momentum": {"type": "float", "low": 0.5, "high": 0.99, "when": {"optimizer": "sgd"}},
+}
+LINEAR_SPACE: dict[str, Any] = {
+    "learning_rate": {"type": "float", "low": 0.00001, "high": 1.0, "log": True},
+    "schedule": {"type": "categorical", "choices": ["constant", "invscaling"]},
+    "l2": {"type": "float", "low": 0.0000001, "high": 0.1, "log": True},
+    "penalty": {"type": "categorical", "choices": ["l2", "l1", "elasticnet"]},
+    "l1_ratio": {"type": "float", "low": 0.05, "high": 0.95, "when": {"penalty": "elasticnet"}},
+    "loss": {"type": "categorical", "choices": ["log_loss", "hinge", "modified_huber"]},
+}
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task: its data, model, objective and space, and whether it is held out from tuning defaults."""
+
+    name: str
+    dataset: str
+    model: str
+    metric: str
+    mode: str
+    space: dict[str, Any]
+    held_out: bool
+
+
+TASKS = (
+    TaskSpec("digits_mlp", "digits", "mlp_classifier", "val_accuracy", "max", MLP_SPACE, held_out=False),
+    TaskSpec("cancer_mlp", "breast_cancer", "mlp_classifier", "val_loss", "min", MLP_SPACE, held_out=False),
+    TaskSpec("digits_linear", "digits", "sgd_classifier", "val_accuracy", "max", LINEAR_SPACE, held_out=True),
+    TaskSpec("diabetes_mlp", "diabetes", "mlp_regressor", "val_loss", "min", MLP_SPACE, held_out=True),
+)
+
+
+def draw(space: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+    """One configuration drawn uniformly from ``space`` (log-uniform where it says), conditionals honoured."""
+    params: dict[str, Any] = {}
+    for name, spec in space.items():  # parents come before the parameters that depend on them
+        if any(params.get(parent) != value for parent, value in (spec.get("when") or {}).items()):
+            continue
+        if spec["type"] == "categorical":
+            params[name] = spec["choices"][int(rng.integers(len(spec["choices"])))]
+        elif spec["type"] == "int":
+            step = spec.get("step", 1)
+            params[name] = int(spec["low"] + step * rng.integers((spec["high"] - spec["low"]) // step + 1))
+        elif spec.get("log"):
+            params[name] = float(math.exp(rng.uniform(math.log(spec["low"]), math.log(spec["high"]))))
+        else:
+            params[name] = float(rng.uniform(spec["low"], spec["high"]))
+    return params
+
+
+def split(dataset: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The dataset's fixed 80/20 split, standardised on the training rows (a regression's target too)."""
+    from sklearn import datasets
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+
+    x, y = getattr(datasets, f"load_{dataset}")(return_X_y=True)
+    regression = dataset == "diabetes"
+    x_train, x_val, y_train, y_val = train_test_split(
+        x, y, test_size=0.2, random_state=0, stratify=None if regression else y)
+    scaler = StandardScaler().fit(x_train)
+    x_train, x_val = scaler.transform(x_train), scaler.transform(x_val)
+    if regression:
+        mean, std = y_train.mean(), y_train.std()
+        y_train, y_val = (y_train - mean) / std, (y_val - mean) / std
+    return x_train, x_val, y_train, y_val
+
+
+def model(spec: TaskSpec, params: dict[str, Any], seed: int) -> Any:
+    """The task's scikit-learn model for ``params``, trained by ``partial_fit`` one epoch a call."""
+    from sklearn.linear_model import SGDClassifier
+    from sklearn.neural_network import MLPClassifier, MLPRegressor
+
+    if spec.model == "sgd_classifier":
+        return SGDClassifier(loss=params["loss"], penalty=params["penalty"], alpha=params["l2"],
+                             l1_ratio=params.get("l1_ratio", 0.15), learning_rate=params["schedule"],
+                             eta0=params["learning_rate"], random_state=seed)
+    kind = MLPRegressor if spec.model == "mlp_regressor" else MLPClassifier
+    return kind(hidden_layer_sizes=(params["units"],) * params["layers"], alpha=params["l2"],
+                solver=params["optimizer"], learning_rate_init=params["learning_rate"],
+                batch_size=params["batch_size"], momentum=params.get("momentum", 0.9), nesterovs_momentum=True,
+                random_state=seed, shuffle=True)
+
+
+def score(spec: TaskSpec, fitted: Any, x_val: np.ndarray, y_val: np.ndarray) -> float:
+    """The objective on the validation rows (NaN where training broke down)."""
+    from sklearn.metrics import log_loss, mean_squared_error
+
+    try:
+        if spec.metric == "val_accuracy":
+            return float(np.mean(fitted.predict(x_val) == y_val))
+        if spec.model == "mlp_regressor":
+            value = float(mean_squared_error(y_val, fitted.predict(x_val)))
+        else:
+            value = float(log_loss(y_val, fitted.predict_proba(x_val), labels=fitted.classes_))
+        return value if math.isfinite(value) else math.nan
+    except (ValueError, FloatingPointError):
+        return math.nan
+
+
+def train(spec: TaskSpec, params: dict[str, Any], seed: int, data: tuple) -> Curve:
+    """One curve: ``MAX_EPOCHS`` epochs of ``partial_fit``, each scored and timed."""
+    x_train, x_val, y_train, y_val = data
+    fitted = model(spec, params, seed)
+    rng = np.random.default_rng(seed)
+    classes = None if spec.model == "mlp_regressor" else np.unique(y_train)
+    values, seconds = [], []
+    for _ in range(MAX_EPOCHS):
+        start = time.perf_counter()
+        order = rng.permutation(len(x_train))  # the linear model's partial_fit does not shuffle by itself
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            try:
+                if classes is None:
+                    fitted.partial_fit(x_train[order], y_train[order])
+                else:
+                    fitted.partial_fit(x_train[order], y_train[order], classes=classes)
+            except (ValueError, FloatingPointError, OverflowError):
+                pass  # diverged: scored NaN below
+            value = score(spec, fitted, x_val, y_val)
+        seconds.append(time.perf_counter() - start)
+        values.append(value)
+    return Curve(np.array(values), np.array(seconds))
+
+
+def record(spec: TaskSpec, configs: int, seed_share: float, cache: Path, log: Callable[[str], None]) -> CurveTable:
+    """The task's table: ``configs`` drawn configurations, a ``seed_share`` of them twice.
+
+    Each curve is appended to ``cache/TASK.jsonl`` as it is trained, keyed by its configuration and seed, so
+    an interrupted recording goes on where it stopped.
+    """
+    rng = np.random.default_rng(zlib.crc32(spec.name.encode()))  # the same draws on every run
+    data = split(spec.dataset)
+    params = [draw(spec.space, rng) for _ in range(configs)]
+    twice = set(rng.choice(configs, size=round(seed_share * configs), replace=False).tolist())
+    cache.mkdir(parents=True, exist_ok=True)
+    done = cache / f"{spec.name}.jsonl"
+    known: dict[str, Curve] = {}
+    if done.is_file():
+        for line in done.read_text().splitlines():
+            row = json.loads(line)
+            known[row["key"]] = Curve(np.array(row["values"], dtype=float), np.array(row["epoch_s"]))
+    curves = {}
+    start = time.time()
+    for config_id, p in enumerate(params):
+        for seed in (0, 1) if config_id in twice else (0,):
+            key = json.dumps([MAX_EPOCHS, seed, config_id, p], sort_keys=True)
+            if key not in known:
+                known[key] = train(spec, p, 1000 * config_id + seed, data)
+                with done.open("a") as out:
+                    out.write(json.dumps({"key": key, "values": [None if math.isnan(v) else v
+                                                                for v in known[key].values.tolist()],
+                                          "epoch_s": known[key].epoch_s.tolist()}) + "\n")
+            curves[(config_id, seed)] = known[key]
+        if (config_id + 1) % 50 == 0:
+            log(f"{spec.name}: {config_id + 1}/{configs} configurations, {time.time() - start:.0f} s")
+    source = (f"scikit-learn {spec.model} on load_{spec.dataset}() (80/20 split, standardised), partial_fit "
+              f"one epoch a call, {MAX_EPOCHS} epochs; held out from tuning defaults: {spec.held_out}")
+    return CurveTable(Task(spec.name, spec.metric, spec.mode, MAX_EPOCHS, spec.space, source), params, curves)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", default=",".join(t.name for t in TASKS))
+    parser.add_argument("--configs", type=int, default=320)
+    parser.add_argument("--seed-share", type=float, default=0.25)
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "hpo" / "curves",
+                        help="curves trained so far (an interrupted recording goes on from them)")
+    parser.add_argument("--quick", action="store_true", help="20 configurations a task")
+    args = parser.parse_args()
+    wanted = set(args.tasks.split(","))
+    for spec in TASKS:
+        if spec.name not in wanted:
+            continue
+        table = record(spec, 20 if args.quick else args.configs, args.seed_share, args.cache, print)
+        path = args.out / f"{spec.name}.parquet"
+        table.write(path)
+        print(f"{path}: {len(table.params)} configurations, {len(table.curves)} curves, "
+              f"{path.stat().st_size / 1024:.0f} KiB")
+
+
+if __name__ == "__main__":
+    main()
