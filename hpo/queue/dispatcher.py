@@ -79,12 +79,16 @@ class Dispatcher:
             if entry.state == EntryState.INTERRUPTED and entry.requeue:
                 self._requeue(entry)
         entries = self.store.entries()
+        settings = self.store.settings()
         running = {e.name: self._live(e) for e in entries if e.state == EntryState.RUNNING}
-        chosen = next_to_admit(entries, self.store.settings(), running)
+        chosen = next_to_admit(entries, settings, running)
         if chosen is not None:
-            self._start(chosen)
+            self._start(chosen, standby=settings.standby)
             return  # its start first: the next standby waits for at least the next pass
-        self._keep_standby(any(starting(e, running[e.name]) for e in entries if e.name in running))
+        if settings.standby:
+            self._keep_standby(any(starting(e, running[e.name]) for e in entries if e.name in running))
+        else:
+            self._drop_standby()
 
     def _live(self, entry: QueueEntry) -> Snapshot | None:
         return read_live(self.storage.state_dir(entry.name) / PROGRESS_FILE)
@@ -200,16 +204,25 @@ class Dispatcher:
         self.store.put_standby(StandbyRecord(job_id=job_id, started_at=time.time()))
         logger.info("standby runner %s started", job_id)
 
+    def _drop_standby(self) -> None:
+        """Stops a standby runner still waiting (the queue's ``standby`` setting was turned off)."""
+        record = self.store.standby()
+        if record is None or self.store.assignment(record.job_id) is not None:
+            return
+        state = self.jobs.state(record.job_id)
+        if state is not None and not state.ended:
+            self.jobs.stop(record.job_id)
+
     # -- admission ---------------------------------------------------------------------------------------
 
-    def _start(self, entry: QueueEntry) -> None:
+    def _start(self, entry: QueueEntry, *, standby: bool = True) -> None:
         fresh = self.store.get(entry.name)
         if fresh is None or fresh.state != EntryState.QUEUED or fresh.cancel_requested:
             return
         from hpo.rerun import sweep_state
 
         resume = sweep_state(self.storage.state_dir(entry.name), self.storage, entry.name) != "new"
-        record, taken, alive = self._standby()
+        record, taken, alive = self._standby() if standby else (None, False, False)
         try:
             if record is not None and alive and not taken:  # the runner started ahead takes it
                 job_id = record.job_id

@@ -100,6 +100,8 @@ class QueueSettings(BaseModel):
 
     Attributes:
         max_running: Sweeps that may run at once.
+        standby: Keep one sweep job started ahead for the next admitted sweep (the standby runner): the
+            sweep's start-up then skips the job's own start and imports; off: every sweep starts a job.
         autostop_s: With a value, the cluster is torn down once nothing is queued or running for this long.
         cluster_file: The cluster file the cluster was started from (``hpo cluster up``), when known.
     """
@@ -107,6 +109,7 @@ class QueueSettings(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     max_running: int = Field(default=2, ge=1)
+    standby: bool = True
     autostop_s: float | None = Field(default=None, gt=0)
     cluster_file: str | None = None
 
