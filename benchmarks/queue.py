@@ -14,7 +14,8 @@ Starts a Ray head with its job server (``--slots`` logical CPUs, every trial tak
   trial running, ``--repeats`` times with the standby runner and as many without it, each split into its
   steps: the ``hpo submit`` command; the dispatcher taking the entry (it polls every second) and handing
   it over; the sweep's driver process starting (a job's own; none with the standby, started ahead); its
-  imports, checks and Ray connection up to the sweep's first journal event; Tune up to its first trial.
+  imports, checks and Ray connection up to the sweep's first journal event; Tune up to its first trial
+  (``hpo submit`` itself returns once the entry is queued and the dispatcher is known to run).
 
 The sweeps use the simulated backend on real time (``simulated_clock: false``): a trial holds its slot for
 its epochs' real seconds, with no TensorFlow start-up to blur the measure. Writes
@@ -240,15 +241,16 @@ def one_latency(url: str, scratch: Path, storage: Path, name: str, args: argpars
     first = min(starts)
     handed = entry.started_at
     process = None if driver is None or driver < handed else driver  # the standby's process began before
-    steps = {
-        "hpo_submit_command_s": returned - started,
-        "dispatcher_takes_it_s": handed - returned,
-        "job_start_to_driver_process_s": None if process is None else process - handed,
+    steps = {  # one after another: they add up to the total
+        "submit_until_queued_s": entry.submitted_at - started,
+        "queued_until_handed_over_s": handed - entry.submitted_at,
+        "handed_over_until_driver_process_s": None if process is None else process - handed,
         "driver_imports_checks_ray_s": checked - (process or handed),
         "tune_to_first_trial_s": first - checked,
     }
     wait_ended(storage, [name], args.timeout)
     return {"total_s": round(first - started, 2), "job_id": entry.job_id,
+            "hpo_submit_returned_s": round(returned - started, 2),
             "steps": {k: None if v is None else round(v, 2) for k, v in steps.items()}}
 
 
@@ -340,8 +342,8 @@ def main() -> None:
         "method": "utilisation = sum of trial busy time / (wall x slots) from the first trial start to the last "
                   "trial end, trial start/end from each sweep's progress journal; submit latency = start of "
                   "'hpo submit' to the sweep's first trial start (Tune's on_trial_start: its actor runs), with "
-                  "the dispatcher already running; steps: the hpo submit command, its return to the dispatcher "
-                  "handing the entry over (entry.started_at), to the driver process starting (a job of its own: "
+                  "the dispatcher already running; steps: the hpo submit command until the entry is written "
+                  "(entry.submitted_at), to the dispatcher handing it over (entry.started_at), to the driver process starting (a job of its own: "
                   "the process's start time; the standby's began earlier), to the sweep's first journal event "
                   "(its checks passed and Ray connected), to the first trial start",
     }
