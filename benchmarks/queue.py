@@ -343,7 +343,8 @@ def main() -> None:
                   "trial end, trial start/end from each sweep's progress journal; submit latency = start of "
                   "'hpo submit' to the sweep's first trial start (Tune's on_trial_start: its actor runs), with "
                   "the dispatcher already running; steps: the hpo submit command until the entry is written "
-                  "(entry.submitted_at), to the dispatcher handing it over (entry.started_at), to the driver process starting (a job of its own: "
+                  "(entry.submitted_at), to the dispatcher handing it over (entry.started_at), to the driver "
+                  "process starting (a job of its own: "
                   "the process's start time; the standby's began earlier), to the sweep's first journal event "
                   "(its checks passed and Ray connected), to the first trial start",
     }
