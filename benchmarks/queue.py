@@ -189,10 +189,14 @@ def run_queue(url: str, scratch: Path, label: str, max_running: int, standby: bo
     first, last = min(s for s, _ in all_spans), max(e for _, e in all_spans)
     busy = sum(e - s for s, e in all_spans)
     wall = last - first
+    store = QueueStore(storage)
+    handed = {n: store.get(n).started_at for n in names}  # type: ignore[union-attr]
     return {"max_running": max_running, "standby": standby, "states": states, "trials": len(all_spans),
             "wall_s": round(wall, 2), "busy_s": round(busy, 2), "utilisation": round(busy / (wall * args.slots), 4),
             "idle_slot_s": round(wall * args.slots - busy, 2),
-            "sweeps": {n: {"first_start_s": round(min(s for s, _ in sp) - first, 2),
+            "sweeps": {n: {"handed_over_s": round(handed[n] - first, 2),  # seconds from the first trial's start
+                           "first_start_s": round(min(s for s, _ in sp) - first, 2),
+                           "last_start_s": round(max(s for s, _ in sp) - first, 2),
                            "last_end_s": round(max(e for _, e in sp) - first, 2)} for n, sp in per_sweep.items()}}
 
 
