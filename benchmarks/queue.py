@@ -2,13 +2,20 @@
 
 Starts a Ray head with its job server (``--slots`` logical CPUs, every trial takes one), then:
 
-- submits the same three sweeps twice through ``hpo submit``: once with ``max_running: 1`` (one sweep after
-  another: each sweep's tail of running trials leaves slots idle, the baseline) and once with the queue's
-  admission (``max_running: 2``: the next sweep starts once the running one has no trial waiting);
-  utilisation = Σ trial busy time / (wall × slots), from the first trial's start to the last one's end
-  (the trials' start and end from each sweep's progress journal);
+- submits the same three sweeps through ``hpo submit`` once per variant: ``one-after-another`` (the
+  baseline: ``max_running: 1`` and no standby runner, each sweep a job of its own started when the one
+  before ended: its tail of running trials and its successor's start-up leave slots idle), ``queue`` (the
+  queue's defaults: the next sweep is admitted once the running ones have no trial waiting, and runs in the
+  standby runner started ahead) and, with ``--variants``, ``queue-no-standby``; utilisation = Σ trial busy
+  time / (wall × slots), from the first trial's start to the last one's end (the trials' start and end
+  from each sweep's progress journal). ``ceiling`` is the best any order can do with these trials (equal
+  trials: T / (slots × ⌈T / slots⌉));
 - on the warm cluster (the dispatcher running, the queue empty), times ``hpo submit`` → the sweep's first
-  trial running, ``--repeats`` times.
+  trial running, ``--repeats`` times with the standby runner and as many without it, each split into its
+  steps: the ``hpo submit`` command; the dispatcher taking the entry (it polls every second) and handing
+  it over; the sweep's driver process starting (a job's own; none with the standby, started ahead); its
+  imports, checks and Ray connection up to the sweep's first journal event; Tune up to its first trial
+  (``hpo submit`` itself returns once the entry is queued and the dispatcher is known to run).
 
 The sweeps use the simulated backend on real time (``simulated_clock: false``): a trial holds its slot for
 its epochs' real seconds, with no TensorFlow start-up to blur the measure. Writes
@@ -140,13 +147,35 @@ def wait_ended(storage: Path, names: list[str], timeout: float) -> dict[str, str
     raise RuntimeError(f"sweeps did not end in {timeout:.0f} s: {states}")
 
 
-def run_queue(url: str, scratch: Path, label: str, max_running: int, args: argparse.Namespace) -> dict:
-    """Three sweeps through the queue with ``max_running``; their utilisation of the slots."""
+def stop_queue(url: str, storage: Path) -> None:
+    """Stops the dispatcher of ``storage`` and its waiting standby runner (the next variant's do not share)."""
+    from hpo.queue import QueueStore
+    from hpo.queue.jobs import ENDED_JOB_STATES, Jobs, dispatcher_id
+
+    jobs = Jobs(url)
+    record = QueueStore(storage).standby()
+    ours = (dispatcher_id(str(storage)), *([record.job_id] if record else []))
+    for job in jobs.listed():
+        if (job.submission_id or "").startswith(ours) and str(getattr(job.status, "value", job.status)) \
+                not in ENDED_JOB_STATES:
+            jobs.stop(job.submission_id)
+
+
+def ceiling(slots: int, total_trials: int) -> float:
+    """The best utilisation equal trials can reach in any order: T / (slots × ⌈T / slots⌉)."""
+    return round(total_trials / (slots * -(-total_trials // slots)), 4)
+
+
+def run_queue(url: str, scratch: Path, label: str, max_running: int, standby: bool,
+              args: argparse.Namespace) -> dict:
+    """Three sweeps through the queue with ``max_running`` (and the standby runner or not); their utilisation."""
     from hpo.queue import QueueSettings, QueueStore
 
     storage = scratch / label
-    QueueStore(storage).put_settings(QueueSettings(max_running=max_running))
-    names = [f"{label}-{i}" for i in range(3)]
+    QueueStore(storage).put_settings(QueueSettings(max_running=max_running, standby=standby))
+    hpo(scratch, "queue", "--address", url, "--storage", str(storage))  # its dispatcher (and standby) start
+    time.sleep(args.warmup_s)  # a warm cluster: the dispatcher polls, the standby runner waits
+    names = [f"{label}-{i}" for i in range(args.sweeps)]
     files = []
     for name in names:
         path = scratch / f"{name}.yaml"
@@ -154,50 +183,122 @@ def run_queue(url: str, scratch: Path, label: str, max_running: int, args: argpa
         files.append(path.name)
     hpo(scratch, "submit", *files, "--address", url, "--storage", str(storage))
     states = wait_ended(storage, names, args.timeout)
-    all_spans = [s for n in names for s in spans(storage, n)]
+    stop_queue(url, storage)
+    per_sweep = {n: spans(storage, n) for n in names}
+    all_spans = [s for n in names for s in per_sweep[n]]
     first, last = min(s for s, _ in all_spans), max(e for _, e in all_spans)
     busy = sum(e - s for s, e in all_spans)
     wall = last - first
-    return {"max_running": max_running, "states": states, "trials": len(all_spans), "wall_s": round(wall, 2),
-            "busy_s": round(busy, 2), "utilisation": round(busy / (wall * args.slots), 4)}
+    store = QueueStore(storage)
+    handed = {n: store.get(n).started_at for n in names}  # type: ignore[union-attr]
+    return {"max_running": max_running, "standby": standby, "states": states, "trials": len(all_spans),
+            "wall_s": round(wall, 2), "busy_s": round(busy, 2), "utilisation": round(busy / (wall * args.slots), 4),
+            "idle_slot_s": round(wall * args.slots - busy, 2),
+            "sweeps": {n: {"handed_over_s": round(handed[n] - first, 2),  # seconds from the first trial's start
+                           "first_start_s": round(min(s for s, _ in sp) - first, 2),
+                           "last_start_s": round(max(s for s, _ in sp) - first, 2),
+                           "last_end_s": round(max(e for _, e in sp) - first, 2)} for n, sp in per_sweep.items()}}
 
 
-def submit_latency(url: str, scratch: Path, args: argparse.Namespace) -> list[float]:
-    """``hpo submit`` → the sweep's first trial running, on a warm cluster with an empty queue."""
+def _driver_started(url: str, job_id: str) -> float | None:
+    """When the process of job ``job_id``'s driver started (it runs on this machine's head)."""
+    import psutil
+
+    from hpo.queue.jobs import Jobs
+
+    for job in Jobs(url).listed():
+        if job.submission_id == job_id and job.driver_info is not None:
+            try:
+                return psutil.Process(int(job.driver_info.pid)).create_time()
+            except (psutil.NoSuchProcess, ValueError):
+                return None
+    return None
+
+
+def one_latency(url: str, scratch: Path, storage: Path, name: str, args: argparse.Namespace) -> dict:
+    """``hpo submit`` of a one-trial sweep → its first trial running, split into its steps."""
     from hpo.progress.journal import EVENTS_FILE, read_events
+    from hpo.queue import QueueStore
 
-    storage = scratch / "warm"
+    path = scratch / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(sweep(name, args.slots, 1, 2, 0.2)))
+    started = time.time()
+    hpo(scratch, "submit", path.name, "--address", url, "--storage", str(storage))
+    returned = time.time()
+    journal = storage / name / EVENTS_FILE
+    store = QueueStore(storage)
+    deadline = time.time() + args.timeout
+    driver = None
+    while time.time() < deadline:
+        entry = store.get(name)
+        if driver is None and entry is not None and entry.job_id:
+            driver = _driver_started(url, entry.job_id)
+        events = read_events(journal) if journal.is_file() else []
+        starts = [e["t"] for e in events if e["event"] == "start"]
+        if starts:
+            break
+        time.sleep(0.2)
+    else:
+        raise RuntimeError(f"{name}: no trial started in {args.timeout:.0f} s")
+    entry = store.get(name)
+    checked = min(e["t"] for e in events if e["event"] == "sweep")
+    first = min(starts)
+    handed = entry.started_at
+    process = None if driver is None or driver < handed else driver  # the standby's process began before
+    steps = {  # one after another: they add up to the total
+        "submit_until_queued_s": entry.submitted_at - started,
+        "queued_until_handed_over_s": handed - entry.submitted_at,
+        "handed_over_until_driver_process_s": None if process is None else process - handed,
+        "driver_imports_checks_ray_s": checked - (process or handed),
+        "tune_to_first_trial_s": first - checked,
+    }
+    wait_ended(storage, [name], args.timeout)
+    return {"total_s": round(first - started, 2), "job_id": entry.job_id,
+            "hpo_submit_returned_s": round(returned - started, 2),
+            "steps": {k: None if v is None else round(v, 2) for k, v in steps.items()}}
+
+
+def submit_latency(url: str, scratch: Path, label: str, standby: bool, args: argparse.Namespace) -> dict:
+    """``hpo submit`` → first trial running on a warm cluster with an empty queue, ``--repeats`` times."""
+    from hpo.queue import QueueSettings, QueueStore
+
+    storage = scratch / label
+    QueueStore(storage).put_settings(QueueSettings(standby=standby))
     hpo(scratch, "queue", "--address", url, "--storage", str(storage))  # starts the dispatcher
-    time.sleep(args.warmup_s)  # the dispatcher job is up and polling
-    latencies = []
+    runs = []
     for i in range(args.repeats):
-        name = f"warm-{i}"
-        path = scratch / f"{name}.yaml"
-        path.write_text(yaml.safe_dump(sweep(name, args.slots, 1, 2, 0.2)))
-        started = time.time()
-        hpo(scratch, "submit", path.name, "--address", url, "--storage", str(storage))
-        journal = storage / name / EVENTS_FILE
-        deadline = time.time() + args.timeout
-        while time.time() < deadline:
-            starts = [e["t"] for e in read_events(journal) if e["event"] == "start"] if journal.is_file() else []
-            if starts:
-                latencies.append(round(min(starts) - started, 2))
-                break
-            time.sleep(0.2)
-        wait_ended(storage, [name], args.timeout)
-    return latencies
+        time.sleep(args.warmup_s)  # the dispatcher polls; the standby runner (a new one after each sweep) waits
+        runs.append(one_latency(url, scratch, storage, f"{label}-{i}", args))
+    stop_queue(url, storage)
+    totals = [r["total_s"] for r in runs]
+    return {"standby": standby, "median_s": statistics.median(totals), "runs": runs}
+
+
+def import_time() -> float:
+    """Seconds a fresh Python takes for the imports the standby runner does ahead (this machine, now)."""
+    code = "import time; t = time.time(); from hpo.queue.standby import warm; warm(); print(time.time() - t)"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
+                         check=True)
+    return round(float(out.stdout.strip().splitlines()[-1]), 2)
 
 
 def main() -> None:
     """Runs the benchmark and writes the JSON result."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--slots", type=int, default=4)
-    parser.add_argument("--trials", type=int, default=6, help="per sweep (more than --slots: a tail)")
+    parser.add_argument("--slots", type=int, default=3)
+    parser.add_argument("--sweeps", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=4, help="per sweep (more than --slots: a tail)")
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--epoch-s", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup-s", type=float, default=20.0)
     parser.add_argument("--timeout", type=float, default=1200.0)
+    parser.add_argument("--variants", action="store_true", help="also the queue without its standby runner")
+    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--note", default="a shared, loaded 2-core machine (other people's test suites ran at the "
+                        "same time), the benchmark under CPU priority: every time here is this machine's, "
+                        "start-up latencies most of all")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "queue.json"))
     args = parser.parse_args()
 
@@ -210,34 +311,46 @@ def main() -> None:
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     if not (Path.home() / ".ray" / "auth_token").exists():
         subprocess.run([RAY, "get-auth-token", "--generate"], check=True, capture_output=True)
+    imports_s = import_time()
     head, url = start_head(args.slots, temp_dir, env)
+    latency = {}
     try:
-        baseline = run_queue(url, scratch, "one-after-another", 1, args)
-        queued = run_queue(url, scratch, "queue", 2, args)
-        latencies = submit_latency(url, scratch, args)
+        baseline = run_queue(url, scratch, "one-after-another", 1, False, args)
+        queued = run_queue(url, scratch, "queue", 2, True, args)
+        cold_queue = run_queue(url, scratch, "queue-no-standby", 2, False, args) if args.variants else None
+        if not args.skip_latency:
+            latency = {"standby": submit_latency(url, scratch, "warm", True, args),
+                       "job_of_its_own": submit_latency(url, scratch, "cold", False, args)}
     finally:
         stop_head(head)
         shutil.rmtree(temp_dir, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
+    total = args.sweeps * args.trials
     report = {
         "benchmark": "queue",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "note": "a shared, loaded 2-core machine (other people's test suites ran at the same time): "
-                            "every time here is this machine's, start-up latencies most of all"},
+                    "note": args.note},
         "load_avg_end": list(os.getloadavg()),
-        "setup": {"slots": args.slots, "sweeps": 3, "trials_per_sweep": args.trials, "epochs": args.epochs,
-                  "epoch_s": args.epoch_s, "backend": "simulated (real time)"},
+        "setup": {"slots": args.slots, "sweeps": args.sweeps, "trials_per_sweep": args.trials, "epochs": args.epochs,
+                  "epoch_s": args.epoch_s, "backend": "simulated (real time)", "ceiling": ceiling(args.slots, total)},
         "utilisation": {"queue": queued["utilisation"], "one_after_another": baseline["utilisation"],
-                        "target_queue": 0.90},
+                        **({"queue_no_standby": cold_queue["utilisation"]} if cold_queue else {}),
+                        "ceiling": ceiling(args.slots, total), "target_queue": 0.90},
         "queue": queued,
         "one_after_another": baseline,
-        "submit_to_first_trial_s": {"runs": latencies,
-                                    "median": statistics.median(latencies) if latencies else None,
-                                    "target": 10.0},
+        **({"queue_no_standby": cold_queue} if cold_queue else {}),
+        "submit_to_first_trial_s": {
+            **{k: v["median_s"] for k, v in latency.items()}, "target": 10.0, **latency},
+        "imports_done_ahead_by_the_standby_s": imports_s,
         "method": "utilisation = sum of trial busy time / (wall x slots) from the first trial start to the last "
                   "trial end, trial start/end from each sweep's progress journal; submit latency = start of "
-                  "'hpo submit' to the sweep's first trial start, with the dispatcher already running",
+                  "'hpo submit' to the sweep's first trial start (Tune's on_trial_start: its actor runs), with "
+                  "the dispatcher already running; steps: the hpo submit command until the entry is written "
+                  "(entry.submitted_at), to the dispatcher handing it over (entry.started_at), to the driver "
+                  "process starting (a job of its own: "
+                  "the process's start time; the standby's began earlier), to the sweep's first journal event "
+                  "(its checks passed and Ray connected), to the first trial start",
     }
     write_report(report, args.out)
 

@@ -5,6 +5,9 @@ fewer than ``max_running`` sweeps run and every running one is *saturated*: its 
 runs and has no trial left waiting to start (every planned trial has started). The next sweep's trials
 then wait for the slots the running sweeps' last trials free, so a sweep's tail leaves no slot idle,
 and the queue never holds more than one sweep whose trials wait for resources.
+
+The admitted sweep runs in the queue's standby runner when one waits (:mod:`hpo.queue.standby`);
+:func:`start_standby` says when the dispatcher starts the next one.
 """
 
 from __future__ import annotations
@@ -12,7 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from hpo.progress.live import Snapshot
-from hpo.queue.entry import EntryState, QueueEntry, QueueSettings, in_order
+from hpo.queue.entry import EntryState, QueueEntry, QueueSettings, StandbyRecord, in_order
+
+#: Seconds the dispatcher waits after starting a standby runner that ended without a sweep before it starts
+#: another (one that cannot start is not restarted every second).
+STANDBY_RETRY_S = 60.0
 
 
 def saturated(entry: QueueEntry, live: Snapshot | None) -> bool:
@@ -51,3 +58,33 @@ def next_to_admit(
 def positions(entries: list[QueueEntry]) -> dict[str, int]:
     """1-based place of every queued entry in the admission order, by name."""
     return {e.name: i for i, e in enumerate(in_order(entries), 1)}
+
+
+def starting(entry: QueueEntry, live: Snapshot | None) -> bool:
+    """True while running sweep ``entry`` has no trial running or ended yet in its latest start."""
+    if live is None or (entry.started_at is not None and live.time < entry.started_at):
+        return True
+    ended = live.completed + live.stopped_early + live.failed + live.diverged + live.interrupted
+    return live.state == "starting" or live.running + ended == 0
+
+
+def start_standby(record: StandbyRecord | None, *, taken: bool, alive: bool, busy_starting: bool, now: float,
+                  retry_s: float = STANDBY_RETRY_S) -> bool:
+    """True if the dispatcher should start a new standby runner now (there is only ever one waiting).
+
+    Args:
+        record: The standby runner it started last (None: none yet).
+        taken: That runner was handed a sweep.
+        alive: Its job is pending or running.
+        busy_starting: An admitted sweep is still starting: a new runner's start-up would take CPU from it,
+            so it waits until the sweep's first trial runs.
+        now: The time now (Unix seconds).
+        retry_s: After a runner ended without a sweep, how long after its start the next one waits.
+    """
+    if busy_starting:
+        return False
+    if record is None or taken:
+        return True
+    if alive:
+        return False  # it waits, ready
+    return now - record.started_at >= retry_s  # ended or lost without a sweep

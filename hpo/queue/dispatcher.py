@@ -10,8 +10,11 @@ queue from the sweeps' storage and:
   queued again to run with ``hpo tune --resume``, in its old place;
 - stops a running sweep ``hpo cancel`` asked to stop as Ctrl-C does (SIGTERM to its driver, found in its
   ``driver.json``): it ends ``interrupted``, resumable, nothing registered, and is not resumed by the queue;
-- admits the next queued sweep by :func:`hpo.queue.admission.next_to_admit` and submits ``hpo tune`` for it
-  with the packaged code as the job's ``working_dir``.
+- admits the next queued sweep by :func:`hpo.queue.admission.next_to_admit` and hands it to the queue's
+  standby runner (:mod:`hpo.queue.standby`: a sweep job started ahead, its imports done), or, when none
+  waits, submits ``hpo tune`` for it as a new job with the packaged code as the job's ``working_dir``;
+- keeps one standby runner waiting (:func:`hpo.queue.admission.start_standby`): a new one once the last
+  was handed a sweep and that sweep's first trial runs.
 
 Run as ``python -m hpo.queue.dispatcher --storage STORAGE``.
 """
@@ -28,9 +31,9 @@ import time
 from hpo.driver import read_driver
 from hpo.options import summary_path
 from hpo.progress.live import PROGRESS_FILE, Snapshot, read_live
-from hpo.queue.admission import next_to_admit
-from hpo.queue.entry import EntryState, QueueEntry
-from hpo.queue.jobs import ROLE_KEY, SWEEP_ROLE, Jobs, JobState, python
+from hpo.queue.admission import next_to_admit, start_standby, starting
+from hpo.queue.entry import Assignment, EntryState, QueueEntry, StandbyRecord
+from hpo.queue.jobs import ROLE_KEY, STANDBY_ROLE, SWEEP_ROLE, Jobs, JobState, dispatcher_id, python
 from hpo.queue.package import working_dir
 from hpo.queue.store import QueueStore
 from hpo.storage import Storage
@@ -76,10 +79,16 @@ class Dispatcher:
             if entry.state == EntryState.INTERRUPTED and entry.requeue:
                 self._requeue(entry)
         entries = self.store.entries()
+        settings = self.store.settings()
         running = {e.name: self._live(e) for e in entries if e.state == EntryState.RUNNING}
-        chosen = next_to_admit(entries, self.store.settings(), running)
+        chosen = next_to_admit(entries, settings, running)
         if chosen is not None:
-            self._start(chosen)
+            self._start(chosen, standby=settings.standby)
+            return  # its start first: the next standby waits for at least the next pass
+        if settings.standby:
+            self._keep_standby(any(starting(e, running[e.name]) for e in entries if e.name in running))
+        else:
+            self._drop_standby()
 
     def _live(self, entry: QueueEntry) -> Snapshot | None:
         return read_live(self.storage.state_dir(entry.name) / PROGRESS_FILE)
@@ -171,20 +180,61 @@ class Dispatcher:
             lines = []
         return lines[-1] if lines else (state.message.strip().splitlines() or [state.status.lower()])[-1]
 
+    # -- the standby runner ----------------------------------------------------------------------------
+
+    def _standby(self) -> tuple[StandbyRecord | None, bool, bool]:
+        """The last standby runner started, whether it was handed a sweep, whether its job is alive."""
+        record = self.store.standby()
+        if record is None:
+            return None, False, False
+        if self.store.assignment(record.job_id) is not None:
+            return record, True, False
+        state = self.jobs.state(record.job_id)
+        return record, False, state is not None and not state.ended
+
+    def _keep_standby(self, busy_starting: bool) -> None:
+        """Starts a standby runner when none waits (and no admitted sweep is still starting)."""
+        record, taken, alive = self._standby()
+        if not start_standby(record, taken=taken, alive=alive, busy_starting=busy_starting, now=time.time()):
+            return
+        job_id = f"hpo-standby-{dispatcher_id(self.storage_arg).removeprefix('hpo-queue-')}-{int(time.time() * 1000)}"
+        entrypoint = shlex.join([python(), "-m", "hpo.queue.standby", "--storage", self.storage_arg,
+                                 "--job", job_id])
+        self.jobs.submit(entrypoint, job_id, None, {ROLE_KEY: STANDBY_ROLE})
+        self.store.put_standby(StandbyRecord(job_id=job_id, started_at=time.time()))
+        logger.info("standby runner %s started", job_id)
+
+    def _drop_standby(self) -> None:
+        """Stops a standby runner still waiting (the queue's ``standby`` setting was turned off)."""
+        record = self.store.standby()
+        if record is None or self.store.assignment(record.job_id) is not None:
+            return
+        state = self.jobs.state(record.job_id)
+        if state is not None and not state.ended:
+            self.jobs.stop(record.job_id)
+
     # -- admission ---------------------------------------------------------------------------------------
 
-    def _start(self, entry: QueueEntry) -> None:
+    def _start(self, entry: QueueEntry, *, standby: bool = True) -> None:
         fresh = self.store.get(entry.name)
         if fresh is None or fresh.state != EntryState.QUEUED or fresh.cancel_requested:
             return
         from hpo.rerun import sweep_state
 
         resume = sweep_state(self.storage.state_dir(entry.name), self.storage, entry.name) != "new"
-        job_id = f"hpo-{entry.name}-{int(time.time() * 1000)}"
-        runtime_env = {"working_dir": working_dir(self.storage, entry.package)} if entry.package else None
+        record, taken, alive = self._standby() if standby else (None, False, False)
         try:
-            self.jobs.submit(sweep_command(fresh, self.storage_arg, resume), job_id, runtime_env,
-                             {ROLE_KEY: SWEEP_ROLE, "hpo_sweep": entry.name})
+            if record is not None and alive and not taken:  # the runner started ahead takes it
+                job_id = record.job_id
+                self.store.assign(job_id, Assignment(
+                    name=entry.name, args=tune_args(fresh, self.storage_arg, resume), package=entry.package,
+                    working_dir=working_dir(self.storage, entry.package) if entry.package else None,
+                    data=entry.data, assigned_at=time.time()))
+            else:
+                job_id = f"hpo-{entry.name}-{int(time.time() * 1000)}"
+                runtime_env = {"working_dir": working_dir(self.storage, entry.package)} if entry.package else None
+                self.jobs.submit(sweep_command(fresh, self.storage_arg, resume), job_id, runtime_env,
+                                 {ROLE_KEY: SWEEP_ROLE, "hpo_sweep": entry.name})
         except Exception as exc:  # noqa: BLE001 - one bad entry never stops the queue
             text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             self._save(fresh.model_copy(update={"state": EntryState.FAILED, "ended_at": time.time(),
@@ -204,11 +254,16 @@ def progress_fields(live: Snapshot) -> dict[str, object]:
     return {"trials_ended": ended, "trials_total": live.planned, "forecast_remaining_s": live.remaining_s_median}
 
 
+def tune_args(entry: QueueEntry, storage_arg: str, resume: bool) -> list[str]:
+    """``hpo``'s arguments for the entry: ``tune`` of the packaged sweep file, on the cluster, under its name."""
+    return ["tune", entry.sweep_file, "--name", entry.name, "--storage", storage_arg, "--address", "auto",
+            "--quiet", *(["--resume"] if resume else []), *entry.args]
+
+
 def sweep_command(entry: QueueEntry, storage_arg: str, resume: bool) -> str:
-    """The job's entrypoint: ``hpo tune`` of the packaged sweep file, on the cluster, under the entry's name."""
-    words = [python(), "-m", "hpo.cli.main", "tune", entry.sweep_file, "--name", entry.name,
-             "--storage", storage_arg, "--address", "auto", "--quiet", *(["--resume"] if resume else []), *entry.args]
-        # A packed dataset is read from the job's unpacked copy: its working directory ($PWD in the job's shell).
+    """The entrypoint of a job of its own for the entry: ``hpo tune`` (:func:`tune_args`) from the job's directory."""
+    words = [python(), "-m", "hpo.cli.main", *tune_args(entry, storage_arg, resume)]
+    # A packed dataset is read from the job's unpacked copy: its working directory ($PWD in the job's shell).
     packed = [f'--set=data.{key}=file://"$PWD"/{shlex.quote(path)}' for key, path in sorted(entry.data.items())]
     return " ".join([shlex.join(words), *packed])
 

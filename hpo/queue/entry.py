@@ -100,6 +100,8 @@ class QueueSettings(BaseModel):
 
     Attributes:
         max_running: Sweeps that may run at once.
+        standby: Keep one sweep job started ahead for the next admitted sweep (the standby runner): the
+            sweep's start-up then skips the job's own start and imports; off: every sweep starts a job.
         autostop_s: With a value, the cluster is torn down once nothing is queued or running for this long.
         cluster_file: The cluster file the cluster was started from (``hpo cluster up``), when known.
     """
@@ -107,8 +109,45 @@ class QueueSettings(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     max_running: int = Field(default=2, ge=1)
+    standby: bool = True
     autostop_s: float | None = Field(default=None, gt=0)
     cluster_file: str | None = None
+
+
+class Assignment(BaseModel):
+    """A sweep the dispatcher hands the queue's standby runner (``STORAGE/_queue/standby/JOB_ID.json``).
+
+    Attributes:
+        name: The entry's sweep.
+        args: ``hpo`` arguments that run it (``tune FILE --name NAME …``), as the sweep's own job would.
+        package: Where its packaged code lies in the storage (a URL; None: nothing packaged).
+        working_dir: The package as the ``runtime_env`` ``working_dir`` of the sweep's Ray workers.
+        data: ``data.<key>`` → a dataset packed with the code (read from the runner's unpacked copy).
+        assigned_at: When the dispatcher handed it over (Unix seconds).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    args: list[str]
+    package: str | None = None
+    working_dir: str | None = None
+    data: dict[str, str] = Field(default_factory=dict)
+    assigned_at: float
+
+
+class StandbyRecord(BaseModel):
+    """``STORAGE/_queue/standby.json``: the queue's standby runner, a sweep job started before its sweep is known.
+
+    Attributes:
+        job_id: Its Ray job's submission id.
+        started_at: When the dispatcher submitted it (Unix seconds).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    job_id: str
+    started_at: float
 
 
 def in_order(entries: list[QueueEntry]) -> list[QueueEntry]:

@@ -22,6 +22,7 @@ ENDED_JOB_STATES = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
 ROLE_KEY = "hpo_role"
 DISPATCHER_ROLE = "queue-dispatcher"
 SWEEP_ROLE = "sweep"
+STANDBY_ROLE = "standby"
 
 
 @dataclass(frozen=True)

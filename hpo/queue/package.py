@@ -150,3 +150,36 @@ def working_dir(storage: Storage, package: str) -> str:
     if storage.remote:
         return package
     return package[len("file://"):] if package.startswith("file://") else package
+
+
+def read_package(storage: Storage, package: str) -> bytes:
+    """The zip :func:`store_package` wrote (``package``: the URL it returned)."""
+    name = package.split("?", 1)[0].rsplit("/", 1)[1]
+    fs, base = storage.filesystem()
+    with fs.open_input_stream(f"{base}/{QUEUE_DIR}/packages/{name}") as src:
+        return src.read()
+
+
+def unpack(content: bytes, into: Path) -> Path:
+    """Unpacks a package into directory ``into`` (made if missing), as Ray unpacks a job's ``working_dir``."""
+    into.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(io.BytesIO(content)) as zf:
+        for member in zf.namelist():  # the package's own paths: relative, never climbing out
+            if member.startswith("/") or ".." in Path(member).parts:
+                raise ConfigError(f"{member}: a package path outside its directory; resubmit the sweep")
+        zf.extractall(into)
+    return into
+
+
+def remove_unpacked(content: bytes | None, into: Path) -> None:
+    """Removes what :func:`unpack` put in ``into``, then its folders left empty; what others wrote there stays."""
+    members = []
+    if content is not None:
+        with zipfile.ZipFile(io.BytesIO(content)) as zf:
+            members = [m for m in zf.namelist() if not m.endswith("/")]
+    for member in members:
+        (into / member).unlink(missing_ok=True)
+    folders = {into / parent for m in members for parent in Path(m).parents} | {into}
+    for folder in sorted(folders, key=lambda p: -len(p.parts)):
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()

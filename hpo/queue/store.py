@@ -1,4 +1,7 @@
-"""The queue's files in the sweeps' storage: ``STORAGE/_queue/entries/NAME.json`` and ``settings.json``.
+"""The queue's files in the sweeps' storage: ``STORAGE/_queue/entries/``, ``settings.json``, the standby's.
+
+``entries/NAME.json`` is one entry, ``settings.json`` the queue's settings, ``standby.json`` the standby
+runner the dispatcher started last and ``standby/JOB_ID.json`` the sweep handed to it.
 
 The queue lives with the sweeps, not in a Ray process: a head that restarts finds every entry again.
 Each entry is its own file, written whole (a temporary file renamed over it on a local storage; one PUT on
@@ -14,7 +17,7 @@ import json
 from pydantic import ValidationError
 
 from hpo.errors import ConfigError
-from hpo.queue.entry import ENTRY_VERSION, QueueEntry, QueueSettings
+from hpo.queue.entry import ENTRY_VERSION, Assignment, QueueEntry, QueueSettings, StandbyRecord
 from hpo.storage import Storage
 
 #: The queue's directory under the storage.
@@ -104,3 +107,26 @@ class QueueStore:
     def put_settings(self, settings: QueueSettings) -> None:
         """Writes the queue's settings."""
         self._write(self._path("settings.json"), settings.model_dump_json(indent=1))
+
+    def standby(self) -> StandbyRecord | None:
+        """The queue's standby runner as the dispatcher last started it (None: none started)."""
+        text = self._read(self._path("standby.json"))
+        if text is None:
+            return None
+        try:
+            return StandbyRecord.model_validate_json(text)
+        except ValidationError:
+            return None  # the dispatcher's own note: a new runner replaces one it cannot read
+
+    def put_standby(self, record: StandbyRecord) -> None:
+        """Records the queue's standby runner."""
+        self._write(self._path("standby.json"), record.model_dump_json(indent=1))
+
+    def assignment(self, job_id: str) -> Assignment | None:
+        """The sweep handed to standby runner ``job_id``, or None while it has none."""
+        text = self._read(self._path("standby", f"{job_id}.json"))
+        return None if text is None else Assignment.model_validate_json(text)
+
+    def assign(self, job_id: str, assignment: Assignment) -> None:
+        """Hands ``assignment`` to standby runner ``job_id`` (it polls for this file)."""
+        self._write(self._path("standby", f"{job_id}.json"), assignment.model_dump_json(indent=1))
