@@ -342,6 +342,7 @@ def runs(rows: list[dict[str, Any]], set_name: str, samples: int) -> list[dict[s
                         "curve": curve, "family": s["family"], "dataset": s["dataset"], "metric": metric,
                         "patience": patience, "min_delta": min_delta, "fraction": fraction, "length": length,
                         "max_epochs": s["max_epochs"], "observed": n, "median": est.epochs_median,
+                        "low": est.epochs_low, "high": est.epochs_high,
                         "error": pct_error(est.epochs_median, length),
                         "signed": (est.epochs_median - length) / length * 100,
                         "inside": est.epochs_low <= length <= est.epochs_high,
