@@ -410,6 +410,52 @@ def targets(scored: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _brief(path: Path) -> dict[str, Any] | None:
+    """The headline figures of one per-set result (None if it was not written)."""
+    if not path.is_file():
+        return None
+    result = json.loads(path.read_text())
+    keep = ("median_abs_pct_error", "coverage_80", "naive_epoch_plus_patience_median_abs_pct_error", "ratio_to_naive")
+    return {"file": path.name, "label": result["label"], "when": result["when"], "curves": result["curves"],
+            "runs": result["runs"],
+            "by_fraction": {k: {f: v[f] for f in keep} for k, v in result["by_fraction"].items()},
+            "targets_met": {t["name"]: t["met"] for t in result["targets"]}}
+
+
+def _project(path: Path) -> dict[str, Any] | None:
+    """The trial-level figures of a ``benchmarks/progress.py`` result (the project's own curves)."""
+    if not path.is_file():
+        return None
+    trial = json.loads(path.read_text())["trial_level"]
+    return {"file": path.name, "curves": trial["curves"], "runs": trial["runs"],
+            "by_fraction": {k: {"median_abs_pct_error": v["median_abs_pct_error"], "coverage_80": v["coverage_80"],
+                                "naive_epoch_plus_patience": v["naive_epoch_plus_patience"]["median_abs_pct_error"]}
+                            for k, v in trial["by_fraction"].items()},
+            "overall_coverage_80": trial["overall"]["coverage_80"]}
+
+
+def combine(results: Path) -> None:
+    """Writes ``trial_estimate.json``: development (before and after) and held-out figures, apart."""
+    heldout = _brief(results / "trial_estimate_heldout.json")
+    report = {
+        "benchmark": "trial_estimate",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": {"cpus": os.cpu_count(), "note": "a shared, loaded 2-core machine (the figures are not timings)"},
+        "split": {"dev": {"families": FAMILIES["dev"], "rules_patience_min_delta": RULES["dev"]},
+                  "heldout": {"families": FAMILIES["heldout"], "rules_patience_min_delta": RULES["heldout"]},
+                  "note": "split and both sets' curves committed before the method was changed; the held-out set "
+                          "was scored once, after the method was frozen"},
+        "dev_before": _brief(results / "trial_estimate_dev_before.json"),
+        "dev_after": _brief(results / "trial_estimate_dev.json"),
+        "heldout": heldout,
+        "heldout_targets": json.loads((results / "trial_estimate_heldout.json").read_text())["targets"]
+        if heldout else None,
+        "project_curves_before": _project(results / "progress_80curves_before.json"),
+        "project_curves_after": _project(results / "progress_80curves_after.json"),
+    }
+    write_report(report, results / "trial_estimate.json")
+
+
 def main() -> None:
     """Trains (or loads) the chosen set's curves, scores the estimator on them and writes the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -419,8 +465,13 @@ def main() -> None:
     parser.add_argument("--record-only", action="store_true", help="train and cache both sets' curves, score none")
     parser.add_argument("--label", default="", help="a note stored with the result (which method was scored)")
     parser.add_argument("--out", help="JSON result (default benchmarks/results/trial_estimate_<set>.json)")
+    parser.add_argument("--combine", action="store_true",
+                        help="score nothing: gather the per-set results into benchmarks/results/trial_estimate.json")
     args = parser.parse_args()
     began = time.time()
+    if args.combine:
+        combine(ROOT / "benchmarks" / "results")
+        return
     if args.record_only:
         for set_name in FAMILIES:
             print(f"{set_name}: {len(curves(set_name, Path(args.cache)))} curves")

@@ -1,11 +1,11 @@
 """Noisy continuations of a fitted learning-curve trend (:mod:`hpo.progress.curves`), many at once.
 
 Each continuation is one sampled trend (a family drawn by its Akaike weight, its parameters from their
-covariance, widened by :data:`COV_INFLATION`) plus noise. The noise is an AR(1) process: a validation curve lying below its trend tends to
-stay below it for a few epochs (Adam's and SGD's wanderings, a model overfitting for a while), so each
-epoch's deviation keeps :data:`NOISE_MEMORY` of the previous one, starting from the last observed residual;
-its stationary spread is the measured noise. Values of a curve on a grid (:func:`hpo.progress.curves.lattice`)
-are rounded to it.
+covariance, widened by :data:`COV_INFLATION`) plus noise. The noise is an AR(1) process: a validation curve
+lying below its trend tends to stay below it for a few epochs (Adam's and SGD's wanderings, a model
+overfitting for a while), so each epoch's deviation keeps :data:`NOISE_MEMORY` of the previous one, starting
+from the last observed residual; its stationary spread is the measured noise. Values of a curve on a grid
+(:func:`hpo.progress.curves.lattice`) are rounded to it.
 """
 
 from __future__ import annotations
