@@ -448,6 +448,7 @@ def combine(results: Path) -> None:
         "dev_before": _brief(results / "trial_estimate_dev_before.json"),
         "dev_after": _brief(results / "trial_estimate_dev.json"),
         "heldout": heldout,
+        "heldout_before_for_comparison": _brief(results / "trial_estimate_heldout_before.json"),
         "heldout_targets": json.loads((results / "trial_estimate_heldout.json").read_text())["targets"]
         if heldout else None,
         "project_curves_before": _project(results / "progress_80curves_before.json"),
