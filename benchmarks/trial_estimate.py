@@ -28,9 +28,13 @@ Each run (curve × metric × rule) is cut by Keras' EarlyStopping rule (``hpo.pr
 true length; at 25, 50 and 75 % of it (``round(fraction × length)`` epochs, at least one, below the
 length) ``estimate_trial`` sees the observed prefix. Recorded: the absolute % error of ``epochs_median``
 against the true length, whether the 80 % interval holds it, and the naive "current epoch + patience"
-(capped at ``max_epochs``). Writes ``benchmarks/results/trial_estimate.json`` (``--out``); the targets are
-those of the held-out set: median error <= 30 / 15 / 10 % at 25 / 50 / 75 %, at least 25 % below the naive
-rule's at each, 80 % interval coverage 75-85 % over all fractions.
+(capped at ``max_epochs``). Writes ``benchmarks/results/trial_estimate_<set>.json`` (``--out``);
+``--combine`` gathers the development set's (before and after the method's change) and the held-out set's
+into ``benchmarks/results/trial_estimate.json``, apart. The targets are those of the held-out set: median
+error <= 30 / 15 / 10 % at 25 / 50 / 75 %, at least 25 % below the naive rule's at each, 80 % interval
+coverage 75-85 % over all fractions. ``benchmarks/progress.py`` imports nothing from here, nor this from it.
+
+Run it as ``python benchmarks/trial_estimate.py`` (the figures do not depend on the machine's speed).
 """
 
 from __future__ import annotations
