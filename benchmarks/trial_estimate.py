@@ -34,7 +34,7 @@ into ``benchmarks/results/trial_estimate.json``, apart. The targets are those of
 error <= 30 / 15 / 10 % at 25 / 50 / 75 %, at least 25 % below the naive rule's at each, 80 % interval
 coverage 75-85 % over all fractions. ``benchmarks/progress.py`` imports nothing from here, nor this from it.
 
-Run it as ``python benchmarks/trial_estimate.py`` (the figures do not depend on the machine's speed).
+The figures are epochs, not seconds: they do not depend on the machine's speed or load.
 """
 
 from __future__ import annotations
