@@ -32,7 +32,7 @@ against the true length, whether the 80 % interval holds it, and the naive "curr
 ``--combine`` gathers the development set's (before and after the method's change) and the held-out set's
 into ``benchmarks/results/trial_estimate.json``, apart. The targets are those of the held-out set: median
 error <= 30 / 15 / 10 % at 25 / 50 / 75 %, at least 25 % below the naive rule's at each, 80 % interval
-coverage 75-85 % over all fractions. ``benchmarks/progress.py`` imports nothing from here, nor this from it.
+coverage 75-85 % over all fractions.
 
 The figures are epochs, not seconds: they do not depend on the machine's speed or load.
 """
