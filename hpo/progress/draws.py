@@ -1,11 +1,11 @@
 """Noisy continuations of a fitted learning-curve trend (:mod:`hpo.progress.curves`), many at once.
 
 Each continuation is one sampled trend (a family drawn by its Akaike weight, its parameters from their
-covariance) plus noise. The noise is an AR(1) process: a validation curve lying below its trend tends to
-stay below it for a few epochs (Adam's and SGD's wanderings, a model overfitting for a while), so each
-epoch's deviation keeps :data:`NOISE_MEMORY` of the previous one, starting from the last observed residual;
-its stationary spread is the measured noise. Values of a curve on a grid (:func:`hpo.progress.curves.lattice`)
-are rounded to it.
+covariance, widened by :data:`COV_INFLATION`) plus noise. The noise is an AR(1) process: a validation curve
+lying below its trend tends to stay below it for a few epochs (Adam's and SGD's wanderings, a model
+overfitting for a while), so each epoch's deviation keeps :data:`NOISE_MEMORY` of the previous one, starting
+from the last observed residual; its stationary spread is the measured noise. Values of a curve on a grid
+(:func:`hpo.progress.curves.lattice`) are rounded to it.
 """
 
 from __future__ import annotations
@@ -18,13 +18,19 @@ from hpo.progress.curves import FAMILIES, Fit, Trend
 
 #: Lag-one correlation of the simulated noise.
 NOISE_MEMORY = 0.3
+#: The fitted parameters' covariance is multiplied by this before parameters are drawn from it. The fit
+#: computes it as if each epoch's deviation from the trend were independent of the others; they are not (a
+#: curve wanders above or below its trend for several epochs, and the recency weights leave fewer epochs
+#: that count), so it understates how uncertain the trend's course is. Chosen on learning curves of
+#: scikit-learn MLP classifiers (``benchmarks/trial_estimate.py``'s development set), checked on others.
+COV_INFLATION = 6.0
 
 
 def _draw_params(fit: Fit, count: int, rng: np.random.Generator) -> np.ndarray:
-    """``count`` parameter vectors (rows): the fit's, perturbed by its covariance where it has one."""
+    """``count`` parameter vectors (rows): the fit's, perturbed by its covariance (× :data:`COV_INFLATION`)."""
     if fit.cov is None:
         return np.tile(fit.params, (count, 1))
-    return rng.multivariate_normal(fit.params, fit.cov, size=count, method="eigh")
+    return rng.multivariate_normal(fit.params, fit.cov * COV_INFLATION, size=count, method="eigh")
 
 
 @dataclass(frozen=True)

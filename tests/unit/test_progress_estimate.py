@@ -369,6 +369,16 @@ def test_the_simulated_noise_starts_from_the_last_residual():
     assert below[:, 1].mean() == pytest.approx(-2.0 * draws.NOISE_MEMORY**2, abs=0.03)
 
 
+def test_drawn_parameters_spread_by_the_fits_covariance_widened():
+    cov = np.diag([0.01, 0.04, 0.0])
+    fit = curves.Fit("exp", np.array([1.0, 0.5, 0.0]), cov, np.zeros(5), 0.0)
+    drawn = draws._draw_params(fit, 40000, np.random.default_rng(0))
+    assert draws.COV_INFLATION > 1  # the fit's own covariance treats epochs as independent: too narrow
+    assert drawn.mean(axis=0) == pytest.approx([1.0, 0.5, 0.0], abs=0.01)
+    assert drawn.std(axis=0)[:2] == pytest.approx(np.sqrt(np.diag(cov)[:2] * draws.COV_INFLATION), rel=0.03)
+    assert np.abs(drawn[:, 2]).max() < 1e-9  # a rate held fixed (no variance) stays fixed
+
+
 def test_a_running_trial_with_no_epoch_yet_pays_the_first_epochs_extra(monkeypatch):
     monkeypatch.setattr(pools, "PRIOR_WEIGHT", 0.0)
     ended = [TrialHistory(list(plateau()[:4]), [5.0, 1.0, 1.0, 1.0], "finished") for _ in range(2)]
