@@ -42,8 +42,6 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-# benchmarks/queue.py would shadow the standard library's queue (pyarrow imports it): this folder leaves the path
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks" / "curves"))
 
