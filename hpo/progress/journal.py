@@ -53,7 +53,18 @@ class Journal:
 def sweep_event(progress: SweepProgress) -> dict[str, Any]:
     """The first line of a segment: what :func:`replay` needs to rebuild ``progress``."""
     return {"event": "sweep", "t": progress.started, "name": progress.name, "metric": progress.metric,
-            "samples_per_epoch": progress.samples_per_epoch, "plan": asdict(progress.plan)}
+            "samples_per_epoch": progress.samples_per_epoch, "plan": asdict(progress.plan),
+            "process_started": process_started()}
+
+
+def process_started() -> float | None:
+    """Unix time this process started (the ``hpo tune`` command's start, for the plan's wall times), if known."""
+    try:
+        import psutil
+
+        return float(psutil.Process().create_time())
+    except Exception:  # noqa: BLE001 - a missing psutil or an unreadable /proc only leaves it unknown
+        return None
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
