@@ -96,10 +96,17 @@ def record(group: int, shape: tuple[int, int, int], trials: int, epochs: int, ti
 
 
 def restore(rec: dict[str, Any], root: Path) -> Path:
-    """A recording as a sweep state directory under ``root`` (the summary's time kept)."""
+    """A recording as a sweep state directory under ``root`` (the summary's time kept).
+
+    A journal recorded before ``hpo tune`` wrote its ``exit`` event gets one at the command's end as this
+    script measured it (the first sweep's own end, which its journal now records).
+    """
     state = root / rec["config"]["name"]
     state.mkdir(parents=True, exist_ok=True)
-    (state / "progress_events.jsonl").write_text(rec["events"])
+    events = rec["events"]
+    if '"event": "exit"' not in events:  # recorded before the journal had the command's end: as measured here
+        events += json.dumps({"event": "exit", "t": rec["began"] + rec["command_s"]}) + "\n"
+    (state / "progress_events.jsonl").write_text(events)
     (state / "sweep.yaml").write_text(rec["saved_config"])
     summary = state / "summary.json"
     summary.write_text(rec["summary"])

@@ -156,6 +156,9 @@ def tune(
         _tune_partitions(file, options, overrides, partition_by, partition)
         return
     result = run(file, options, overrides)
+    from hpo.progress.journal import EVENTS_FILE, record_exit
+
+    record_exit(options.sweep_dir(result.sweep_summary.name) / EVENTS_FILE)  # the command's end, for hpo plan
     if json_progress:
         print(json.dumps({"event": "summary", "path": str(result.summary_path), "best": result.summary["best"]}))
     else:

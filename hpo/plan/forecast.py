@@ -22,6 +22,12 @@ from hpo.progress.sweep import SweepPlan, TrialHistory, estimate_sweep
 
 #: Quantiles of the epoch ratio each drawn forecast uses (equal weights).
 RATIO_QUANTILES = (0.1, 0.3, 0.5, 0.7, 0.9)
+#: Spread (log scale) of each fixed overhead between two runs of a sweep (the command's start, Tune's launch,
+#: a cold start-up, the end): on a shared machine the same sweep's came 12.5-18.3 s, 6.1-7.5 s, 4.1-8.0 s and
+#: 3.7-9.7 s (``benchmarks/plan.py``, development group).
+OVERHEAD_SD = 0.25
+#: Spread (log scale) of the whole run's speed between two runs (the machine busier or quieter throughout).
+MACHINE_SD = 0.15
 _Z90 = 1.2815515655446004
 
 
@@ -71,10 +77,10 @@ def wall_samples(moved: list[Moved], plan: SweepPlan, trials: int, samples: int,
     count = len(loop)
     cold = [t.startup_s * m.start_ratio for m in moved for t in m.record.trials
             if t.warm is False and t.startup_s is not None]
-    extra = _pick([m.record.launch_s for m in moved], count, rng) + _pick(cold, count, rng)
-    extra += _pick([m.record.before_s for m in moved if m.record.before_s is not None], count, rng)
-    extra += _pick([m.record.after_s for m in moved if m.record.after_s is not None], count, rng)
-    return loop + extra
+    extra = _noisy([m.record.launch_s for m in moved], count, rng) + _noisy(cold, count, rng)
+    extra += _noisy([m.record.before_s for m in moved if m.record.before_s is not None], count, rng)
+    extra += _noisy([m.record.after_s for m in moved if m.record.after_s is not None], count, rng)
+    return (loop + extra) * np.exp(MACHINE_SD * rng.standard_normal(count))
 
 
 def _scaled(moved: Moved, ratio: float) -> list[TrialHistory]:
@@ -91,11 +97,12 @@ def _scaled(moved: Moved, ratio: float) -> list[TrialHistory]:
     return out
 
 
-def _pick(values: list[float], count: int, rng: np.random.Generator) -> np.ndarray:
-    """``count`` draws from ``values`` (zeros where there are none)."""
+def _noisy(values: list[float], count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` draws of one overhead: one of ``values`` × a rerun's spread (zeros where there are none)."""
     if not values:
         return np.zeros(count)
-    return np.asarray(values, dtype=float)[rng.integers(0, len(values), count)]
+    picked = np.asarray(values, dtype=float)[rng.integers(0, len(values), count)]
+    return picked * np.exp(OVERHEAD_SD * rng.standard_normal(count))
 
 
 def _split_normal(low: float | None, median: float | None, high: float | None, count: int,

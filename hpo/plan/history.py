@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hpo.config import SweepConfig, load_sweep
@@ -44,10 +44,12 @@ class SweepRecord:
         trials: Its ended trials in start order (``warm`` set: the first ``max_concurrent`` cold).
         planned: Trials it planned.
         before_s: Seconds from its command's start to its sweep's start (None: unknown).
-        after_s: Seconds from its last trial's end to its summary (None: unknown).
-        wall_s: Seconds from its command's start to its summary, where both are known.
+        after_s: Seconds from its last trial's end to its command's end (or, for a journal without the
+            ``exit`` event, to its summary's write; None: unknown).
+        wall_s: Seconds from its command's start to its end, where both are known.
         loop_s: Seconds from its sweep's start to its last trial's end.
         launch_s: Seconds from its sweep's start to its first trial's start (Tune's set-up, placement).
+        max_epochs: Its ``trial.max_epochs``.
     """
 
     name: str
@@ -59,6 +61,7 @@ class SweepRecord:
     wall_s: float | None
     loop_s: float
     launch_s: float = 0.0
+    max_epochs: int | None = None
 
     @property
     def epoch_cost(self) -> float | None:
@@ -114,20 +117,49 @@ def read_sweep(directory: str | Path) -> SweepRecord:
     )
     if not any(steady_cost(t) is not None for t in trials if t.status != "failed"):
         raise ConfigError(f"{journal}: (history): no trial ended with a timed epoch; plan from a sweep that trained")
-    ends = [e["t"] for e in segment if e.get("event") in ("end", "result")]
+    ends = [e["t"] for e in segment if e.get("event") in ("end", "result", "start")]
     last = max(ends) if ends else head["t"]
     started = head.get("process_started")
     before = head["t"] - started if isinstance(started, (int, float)) else None
     before = before if before is not None and 0 <= before <= _MAX_BEFORE_S else None
     summary = directory / "summary.json"
-    after = summary.stat().st_mtime - last if summary.is_file() and len(parts) == 1 else None
+    exits = [e["t"] for e in segment if e.get("event") == "exit"]
+    if exits:  # the hpo tune command's end (Ray stopped)
+        after: float | None = exits[-1] - last
+    else:  # older journals: summary.json's write, the best model logged
+        after = summary.stat().st_mtime - last if summary.is_file() and len(parts) == 1 else None
     after = after if after is not None and 0 <= after <= _MAX_AFTER_S else None
     wall = None if before is None or after is None else before + (last - head["t"]) + after
     launch = max(0.0, order[0].started - head["t"]) if order else 0.0
     return SweepRecord(config.name, shape_of(config), trials, head["plan"]["planned_trials"], before, after,
-                       wall, last - head["t"], launch)
+                       wall, last - head["t"], launch, config.trial.max_epochs)
 
 
 def finite(values: list[float | None]) -> list[float]:
     """The finite numbers of ``values``."""
     return [float(v) for v in values if v is not None and math.isfinite(v)]
+
+
+def extended(record: SweepRecord, max_epochs: int, mode: str, patience: int, min_delta: float) -> SweepRecord:
+    """``record`` with the trials its own ``max_epochs`` cut (a pilot's) continued to ``max_epochs``.
+
+    Such a trial is continued to the median of :func:`~hpo.progress.estimate_trial`'s projection of its
+    curve (its last value repeated, its epochs at its mean epoch time): a pilot tells epoch times and
+    start-ups, and only a guess of the lengths.
+    """
+    from hpo.progress.trial import estimate_trial
+
+    cap = record.max_epochs
+    if cap is None or cap >= max_epochs:
+        return record
+    out = []
+    for trial in record.trials:
+        values = list(trial.values)
+        if trial.status != "finished" or len(values) < cap or (cost := steady_cost(trial)) is None:
+            out.append(trial)
+            continue
+        est = estimate_trial(values, mode=mode, patience=patience, min_delta=min_delta, max_epochs=max_epochs)
+        more = max(0, est.epochs_median - len(values))
+        seconds = list(epoch_times(trial.epoch_seconds)) + [cost] * more
+        out.append(replace(trial, values=values + [values[-1]] * more, epoch_seconds=seconds))
+    return replace(record, trials=tuple(out), max_epochs=max_epochs)

@@ -22,7 +22,7 @@ from hpo.errors import ConfigError
 from hpo.plan.capacity import Capacity
 from hpo.plan.choose import recommend
 from hpo.plan.forecast import Moved, wall_samples
-from hpo.plan.history import SweepRecord, read_sweep, shape_of
+from hpo.plan.history import SweepRecord, extended, read_sweep, shape_of
 from hpo.plan.shape_model import EpochModel, Point
 from hpo.plan.types import Plan, PlanOption, Shape, Source, SourceKind
 from hpo.progress.setup import sweep_plan
@@ -67,7 +67,10 @@ def plan(
         raise ConfigError(f"{name}: --deadline: {deadline_s} is not a positive time; give e.g. 6h or 90m")
     if not 0 < confidence < 1:
         raise ConfigError(f"{name}: confidence: {confidence} is not between 0 and 1; give e.g. 0.8")
-    records = [h if isinstance(h, SweepRecord) else read_sweep(h) for h in history]
+    trial = config.trial
+    records = [extended(h if isinstance(h, SweepRecord) else read_sweep(h), trial.max_epochs,
+                        config.objective.mode, trial.early_stopping.patience, trial.early_stopping.min_delta)
+               for h in history]
     if not records:
         raise ConfigError(f"{name}: (history): no earlier round of this sweep to plan from; name sweeps of the "
                           "same model with --from NAME, or run a pilot with --pilot N")
@@ -173,3 +176,4 @@ def _candidates(config: SweepConfig, capacity: Capacity, trials: int) -> list[Sh
 def _smallest(too_big: list[Shape]) -> list[Shape]:
     """The shapes the cluster cannot hold, fewest workers in all first."""
     return sorted(too_big, key=lambda s: (s.max_concurrent * s.workers_per_trial, s.workers_per_trial))
+

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 
 #: Prior means and standard deviations of (α, β, γ).
-PRIOR_MEAN = np.array([0.8, 0.5, 0.2])
-PRIOR_SD = np.array([0.25, 0.3, 0.2])
+PRIOR_MEAN = np.array([0.5, 0.4, 0.4])
+PRIOR_SD = np.array([0.5, 0.4, 0.4])
 #: Spread of a sweep's median epoch time between two runs at the same shape (log scale; a shared machine).
-RERUN_SD = 0.12
+RERUN_SD = 0.2
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,22 @@ def process_started() -> float | None:
         return None
 
 
+def record_exit(path: Path) -> None:
+    """Appends an ``exit`` event to the journal ``path`` when this process exits (after Ray's stop).
+
+    The ``hpo tune`` command's end, for the wall time the plan learns (:mod:`hpo.plan.history`); replays
+    skip it. A journal that does not exist is left so.
+    """
+    import atexit
+    import time
+
+    def write() -> None:
+        if path.is_file():
+            Journal(path)({"event": "exit", "t": time.time()})
+
+    atexit.register(write)
+
+
 def read_events(path: Path) -> list[dict[str, Any]]:
     """The events of a journal (a line that cannot be read, e.g. cut short by a crash, is skipped)."""
     events = []
