@@ -155,10 +155,11 @@ def tune(
     if partition_by or partition or _lists_partitions(file):
         _tune_partitions(file, options, overrides, partition_by, partition)
         return
-    result = run(file, options, overrides)
     from hpo.progress.journal import EVENTS_FILE, record_exit
 
-    record_exit(options.sweep_dir(result.sweep_summary.name) / EVENTS_FILE)  # the command's end, for hpo plan
+    ended = record_exit()  # the command's end in the sweep's journal, for hpo plan
+    result = run(file, options, overrides)
+    ended(options.sweep_dir(result.sweep_summary.name) / EVENTS_FILE)
     if json_progress:
         print(json.dumps({"event": "summary", "path": str(result.summary_path), "best": result.summary["best"]}))
     else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -67,20 +67,25 @@ def process_started() -> float | None:
         return None
 
 
-def record_exit(path: Path) -> None:
-    """Appends an ``exit`` event to the journal ``path`` when this process exits (after Ray's stop).
+def record_exit() -> Callable[[Path], None]:
+    """Arranges for an ``exit`` event to be appended to a journal when this process exits; returns its setter.
 
-    The ``hpo tune`` command's end, for the wall time the plan learns (:mod:`hpo.plan.history`); replays
-    skip it. A journal that does not exist is left so.
+    Call it before the sweep starts, and the returned function with the journal's path once the sweep ran:
+    handlers registered first run last at exit, so the event comes after Ray's and TensorFlow's own exit
+    handlers (the ``hpo tune`` command's end, for the wall time the plan learns, :mod:`hpo.plan.history`).
+    Replays skip the event. A journal that does not exist is left so.
     """
     import atexit
     import time
 
+    where: list[Path] = []
+
     def write() -> None:
-        if path.is_file():
-            Journal(path)({"event": "exit", "t": time.time()})
+        if where and where[0].is_file():
+            Journal(where[0])({"event": "exit", "t": time.time()})
 
     atexit.register(write)
+    return where.append
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:

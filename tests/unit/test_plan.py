@@ -244,3 +244,22 @@ def test_hpo_plan_json_has_the_documented_keys(planned):
     assert set(documented["options"][0]) == set(real["options"][0])
     assert set(documented["source"]) == set(real["source"])
     assert real["deadline_s"] is None and all(o["p_meet"] is None for o in real["options"])
+
+
+def test_the_journal_gets_the_commands_end_after_every_later_exit_handler(tmp_path):
+    import subprocess
+    import sys
+
+    journal, mark = tmp_path / "progress_events.jsonl", tmp_path / "mark"
+    journal.write_text("")
+    code = (
+        "import atexit, time\n"
+        "from pathlib import Path\n"
+        "from hpo.progress.journal import record_exit\n"
+        "ended = record_exit()\n"
+        f"atexit.register(lambda: (time.sleep(0.2), Path({str(mark)!r}).write_text(repr(time.time()))))\n"
+        f"ended(Path({str(journal)!r}))\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
+    (event,) = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert event["event"] == "exit" and event["t"] >= float(mark.read_text())
