@@ -22,6 +22,7 @@ records only the sweeps missing there. The machine is shared while it runs: say 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import platform
@@ -73,6 +74,7 @@ def record(group: int, shape: tuple[int, int, int], trials: int, epochs: int, ti
         path = work / "sweep.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        load_before = os.getloadavg()[0]
         began = time.time()
         proc = subprocess.run([sys.executable, "-m", "hpo.cli.main", "tune", str(path), "--storage",
                                str(work / "runs"), "--quiet"], cwd=work, env=env, capture_output=True, text=True,
@@ -90,6 +92,7 @@ def record(group: int, shape: tuple[int, int, int], trials: int, epochs: int, ti
             "summary_mtime": summary.stat().st_mtime if summary.is_file() else None,
             "stderr_tail": proc.stderr[-2000:] if proc.returncode else "",
             "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)],  # 1-min, before and after
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)  # the benchmark's own temporary directory
@@ -197,6 +200,11 @@ def plan_command_seconds(rec: dict[str, Any], other: dict[str, Any], repeats: in
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _open(path: Path, mode: str) -> Any:
+    """The recordings file (gzip-compressed where its name ends in .gz; appending adds a gzip member)."""
+    return gzip.open(path, mode) if path.suffix == ".gz" else path.open(mode)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--groups", type=int, nargs="+", default=[0], help="group seeds to record and evaluate")
@@ -205,12 +213,13 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--timeout", type=int, default=600)
-    parser.add_argument("--recordings", default=str(ROOT / "benchmarks" / "results" / "plan_sweeps.jsonl"))
+    parser.add_argument("--recordings", default=str(ROOT / "benchmarks" / "results" / "plan_sweeps.jsonl.gz"))
     parser.add_argument("--evaluate-only", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "plan.json"))
+    parser.add_argument("--note", default="", help="what the report should say about how the groups were used")
     args = parser.parse_args()
     path = Path(args.recordings)
-    recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    recs = [json.loads(line) for line in _open(path, "rt") if line.strip()] if path.is_file() else []
     have = {(r["group"], tuple(r["shape"])) for r in recs}
     if not args.evaluate_only:
         for group in args.groups:
@@ -223,7 +232,7 @@ def main() -> None:
                     print(rec["stderr_tail"], file=sys.stderr)
                     continue
                 recs.append(rec)
-                with path.open("a") as handle:
+                with _open(path, "at") as handle:
                     handle.write(json.dumps(rec) + "\n")
     recs = [r for r in recs if r["group"] in set(args.groups) | set(args.held_out) and r["exit_code"] == 0]
     rows = evaluate(recs, args.samples)
@@ -238,11 +247,14 @@ def main() -> None:
                   "end; pairs are ordered pairs of one group's sweeps (same file and seed, shapes "
                   f"{[list(s) for s in SHAPES]} as [trials at once, workers per trial, per-worker batch])",
         "trials_per_sweep": args.trials, "max_epochs": args.epochs,
+        "note": args.note,
         "sweeps": [{"name": r["config"]["name"], "group": r["group"], "shape": r["shape"], "command_s": r["command_s"],
-                    "recorded": r.get("recorded")} for r in recs],
+                    "recorded": r.get("recorded"), "load_average": r.get("load_average")} for r in recs],
         "development_groups": sorted({r["group"] for r in recs} - held),
         "held_out_groups": sorted(held),
         "all": summarize(rows),
+        "per_group": {str(g): summarize([r for r in rows if r["group"] == g])
+                      for g in sorted({r["group"] for r in rows})},
         "development": summarize([r for r in rows if r["group"] not in held]),
         "held_out": summarize([r for r in rows if r["group"] in held]),
         "targets": {"median_abs_error": 0.15, "worst_abs_error": 0.35, "interval_coverage": [0.7, 0.9],
