@@ -39,7 +39,8 @@ def recommend(options: list[PlanOption], deadline_s: float | None, confidence: f
 
 
 def _label(option: PlanOption) -> str:
-    return f"{option.max_concurrent} trials at once × {option.workers_per_trial} workers"
+    trials, workers = option.max_concurrent, option.workers_per_trial
+    return f"{trials} trial{'s' * (trials != 1)} at once × {workers} worker{'s' * (workers != 1)}"
 
 
 def _held(option: PlanOption) -> str:

@@ -64,7 +64,8 @@ class Source:
     def line(self) -> str:
         """One line for the table's foot."""
         shapes = ", ".join(s.label for s in self.shapes)
-        return f"from {self.kind}: {', '.join(self.sweeps)} ({self.trials} trials at {shapes})"
+        where = {"earlier rounds": "earlier rounds", "from": "sweeps named with --from", "pilot": "a pilot"}[self.kind]
+        return f"from {where}: {', '.join(self.sweeps)} ({self.trials} trials at {shapes})"
 
 
 @dataclass(frozen=True)

@@ -30,13 +30,18 @@ def sweep(at_once: int) -> dict:
     return data
 
 
+def tune(file, runs) -> None:
+    proc = subprocess.run([HPO, "tune", str(file), "--storage", str(runs), "--quiet"], cwd=runs.parent,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 def test_a_planned_shape_run_for_real_ends_inside_the_printed_interval(tmp_path):
     runs = tmp_path / "runs"
     first, second = tmp_path / "one.yaml", tmp_path / "two.yaml"
     first.write_text(yaml.safe_dump(sweep(1)))
     second.write_text(yaml.safe_dump(sweep(2)))
-    subprocess.run([HPO, "tune", str(first), "--storage", str(runs), "--quiet"], cwd=tmp_path, check=True,
-                   capture_output=True, timeout=600)
+    tune(first, runs)
     proc = subprocess.run([HPO, "plan", str(second), "--from", "plan-1", "--storage", str(runs), "--json"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -44,7 +49,6 @@ def test_a_planned_shape_run_for_real_ends_inside_the_printed_interval(tmp_path)
     assert planned["source"] == {**planned["source"], "kind": "from", "sweeps": ["plan-1"], "trials": 3}
     option = next(o for o in planned["options"] if (o["max_concurrent"], o["workers_per_trial"]) == (2, 1))
     began = time.time()
-    subprocess.run([HPO, "tune", str(second), "--storage", str(runs), "--quiet"], cwd=tmp_path, check=True,
-                   capture_output=True, timeout=600)
+    tune(second, runs)
     real = time.time() - began
     assert option["wall_s_low"] <= real <= option["wall_s_high"], (real, option)
