@@ -3,12 +3,12 @@
 A trial's epoch time is modelled as ``T ∝ workers^-α · batch^-β · load^γ`` (``load``: how full the busiest
 node's CPUs are): ``α`` is the data-parallel speed-up (1: perfect, 0: none), ``β`` what a larger per-worker
 batch saves per epoch (fewer steps, each a little longer), ``γ`` what trials sharing a node's cores cost
-each other. Each exponent has a prior (``α ~ N(0.8, 0.25)``, ``β ~ N(0.5, 0.3)``, ``γ ~ N(0.2, 0.2)``:
-from hpo's own scaling figures, wide) and is fitted, Bayesian linear regression on the log of each history
-sweep's median epoch time, wherever the history ran at more than one value of it. The prediction for a new
-shape relative to a history sweep is log-normal: its variance is the exponents' posterior variance along the
-shape's distance from the sweep (so an extrapolation far from what was measured gets a wide interval, not a
-straight line) plus a rerun's own spread. Pure NumPy.
+each other. Each exponent has a prior (``α ~ N(0.5, 0.5)``, ``β ~ N(0.4, 0.4)``, ``γ ~ N(0.4, 0.4)``, set
+wide on the development group of ``benchmarks/plan.py``) and is fitted, Bayesian linear regression on the
+log of each history sweep's median epoch time, wherever the history ran at more than one value of it. The
+prediction for a new shape relative to a history sweep is log-normal: its variance is the exponents'
+posterior variance along the shape's distance from the sweep (so an extrapolation far from what was
+measured gets a wide interval, not a straight line) plus a rerun's own spread. Pure NumPy.
 """
 
 from __future__ import annotations
