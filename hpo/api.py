@@ -1,4 +1,4 @@
-"""The ``hpo.tune``, ``hpo.repeat`` and ``hpo.tune_partitions`` entry points for notebooks and scripts."""
+"""The ``hpo.tune``, ``hpo.repeat``, ``hpo.tune_partitions`` and ``hpo.plan`` entry points for notebooks and scripts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from hpo import _env
 from hpo.config import SweepConfig, load_sweep, option_overrides
 from hpo.options import DEFAULT_STORAGE, RunOptions, Storage, WarmStart
+from hpo.plan.types import Plan, Shape, SourceKind
 from hpo.summary import TuneResult
 from hpo.sweep_summary import SweepSummary
 
@@ -91,6 +92,83 @@ def tune(
         WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode), overwrite=overwrite,
     )
     return run(sweep, options, overrides=option_overrides(num_samples, name, mlflow_uri))
+
+
+def plan(
+    sweep: str | Path | SweepConfig,
+    *,
+    deadline_s: float | None = None,
+    history: Sequence[Any] = (),
+    shapes: Sequence[Shape] | None = None,
+    confidence: float = 0.8,
+    samples: int = 1000,
+    cluster: str | Path | None = None,
+    source: SourceKind | None = None,
+) -> Plan:
+    r"""Plans a sweep to a deadline: which shape ends it in time, how long it takes and what it costs.
+
+    Reads past sweeps' progress journals only (no Ray, no TensorFlow); see :func:`hpo.plan.planner.plan`
+    and docs/plan.md.
+
+    Args:
+        sweep: The sweep file (or its :class:`SweepConfig`).
+        deadline_s: Seconds from the command's start by which it must end (None: no deadline).
+        history: Past sweeps of the same model: state directories (``STORAGE/NAME``) or
+            :class:`hpo.plan.SweepRecord`\ s (:func:`pilot` returns such directories).
+        shapes: Candidate :class:`hpo.plan.Shape`\ s (default: workers per trial and trials at once varied).
+        confidence: The least probability of meeting the deadline a recommended option has.
+        samples: Monte-Carlo draws per option.
+        cluster: A Ray cluster file whose node types the options are placed on (None: this machine).
+        source: What the history is: ``earlier rounds``, ``from`` or ``pilot`` (default: from the names).
+
+    Returns:
+        The :class:`hpo.plan.Plan`: its ``options``, ``recommended`` and ``why``.
+    """
+    from hpo.plan.planner import plan as make_plan
+
+    return make_plan(sweep, deadline_s=deadline_s, history=history, shapes=shapes, confidence=confidence,
+                     samples=samples, cluster=cluster, source=source)
+
+
+def pilot(
+    sweep: str | Path | SweepConfig,
+    trials: int,
+    *,
+    epochs: int = 3,
+    storage: str | Path | Storage = DEFAULT_STORAGE,
+    console: Any = None,
+) -> list[Path]:
+    """Runs a short pilot of a sweep for :func:`plan`: ``trials`` trials of ``epochs`` epochs at one or two shapes.
+
+    The sweep's own shape, and where this machine holds it, the same with another worker count (1 where
+    the file has more, else 2), each a real sweep named ``NAME-pilot-<workers>w-<time>`` in ``storage``.
+
+    Returns:
+        The pilot sweeps' state directories, to pass as ``history``.
+    """
+    import time
+
+    from hpo.plan.capacity import Capacity
+    from hpo.plan.history import shape_of
+
+    config, _ = _load(sweep, {})
+    own = shape_of(config)
+    other = 1 if own.workers_per_trial > 1 else 2
+    local = Capacity.local()
+    workers = [own.workers_per_trial] + (
+        [other] if local.place(Shape(other, 1, own.gpus_per_worker, own.cpus_per_worker)) else [])
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    store = Storage.parse(storage)
+    out = []
+    for count in workers:
+        name = f"{config.name}-pilot-{count}w-{stamp}"[-100:]
+        overrides = {"name": name, "search.num_samples": trials, "trial.workers": count,
+                     "search.max_concurrent": min(config.search.max_concurrent, trials),
+                     "trial.max_epochs": min(epochs, config.trial.max_epochs)}
+        options = RunOptions(store, None, False, console, progress="auto" if console is not None else "off")
+        run(config, options, overrides)
+        out.append(store.state_dir(name))
+    return out
 
 
 def run(sweep: str | Path | SweepConfig, options: RunOptions, overrides: dict[str, Any] | None = None) -> TuneResult:

@@ -26,7 +26,7 @@ SLOWEST_FIRST = (
     "test_mlflow", "test_search_contract", "test_two_nodes", "test_queue", "test_interrupt", "test_trial_runtime",
     "test_notebooks", "test_partition_cli", "test_cluster", "test_cluster_up", "test_examples",
     "test_schedulers_real",
-    "test_sweep", "test_kinds_sweep", "test_storage_stalls", "test_resume", "test_data_sweep",
+    "test_sweep", "test_plan_real", "test_kinds_sweep", "test_storage_stalls", "test_resume", "test_data_sweep",
     "test_horovod_build",
 )
 

@@ -1,6 +1,6 @@
 """``hpo``: the commands, in the order a user needs them.
 
-tune, validate, status, report, list, stop, repeat, then ui, sync, init and the ``data`` and ``cluster`` groups.
+tune, validate, status, plan, report, list, stop, repeat, then ui, sync, init and the ``data`` and ``cluster`` groups.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from hpo.cli.init import init
 from hpo.cli.install_stack import install_stack
 from hpo.cli.listing import list_sweeps
 from hpo.cli.options import AddressOption, JsonOption, MlflowUriOption, QuietOption, SetOption, StorageOption
+from hpo.cli.plan import plan
 from hpo.cli.queue import cancel, logs, queue, submit
 from hpo.cli.status import status
 from hpo.cli.stop import stop
@@ -154,7 +155,11 @@ def tune(
     if partition_by or partition or _lists_partitions(file):
         _tune_partitions(file, options, overrides, partition_by, partition)
         return
+    from hpo.progress.journal import EVENTS_FILE, record_exit
+
+    ended = record_exit()  # the command's end in the sweep's journal, for hpo plan
     result = run(file, options, overrides)
+    ended(options.sweep_dir(result.sweep_summary.name) / EVENTS_FILE)
     if json_progress:
         print(json.dumps({"event": "summary", "path": str(result.summary_path), "best": result.summary["best"]}))
     else:
@@ -379,6 +384,7 @@ def _cell(value: object) -> str:
 app.command(rich_help_panel=SWEEPS)(tune)
 app.command(rich_help_panel=SWEEPS)(validate)
 app.command(rich_help_panel=SWEEPS)(status)
+app.command(rich_help_panel=SWEEPS)(plan)
 app.command(rich_help_panel=SWEEPS)(report)
 app.command("list", rich_help_panel=SWEEPS)(list_sweeps)
 app.command(rich_help_panel=SWEEPS)(stop)

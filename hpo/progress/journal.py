@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,39 @@ class Journal:
 def sweep_event(progress: SweepProgress) -> dict[str, Any]:
     """The first line of a segment: what :func:`replay` needs to rebuild ``progress``."""
     return {"event": "sweep", "t": progress.started, "name": progress.name, "metric": progress.metric,
-            "samples_per_epoch": progress.samples_per_epoch, "plan": asdict(progress.plan)}
+            "samples_per_epoch": progress.samples_per_epoch, "plan": asdict(progress.plan),
+            "process_started": process_started()}
+
+
+def process_started() -> float | None:
+    """Unix time this process started (the ``hpo tune`` command's start, for the plan's wall times), if known."""
+    try:
+        import psutil
+
+        return float(psutil.Process().create_time())
+    except Exception:  # noqa: BLE001 - a missing psutil or an unreadable /proc only leaves it unknown
+        return None
+
+
+def record_exit() -> Callable[[Path], None]:
+    """Arranges for an ``exit`` event to be appended to a journal when this process exits; returns its setter.
+
+    Call it before the sweep starts, and the returned function with the journal's path once the sweep ran:
+    handlers registered first run last at exit, so the event comes after Ray's and TensorFlow's own exit
+    handlers (the ``hpo tune`` command's end, for the wall time the plan learns, :mod:`hpo.plan.history`).
+    Replays skip the event. A journal that does not exist is left so.
+    """
+    import atexit
+    import time
+
+    where: list[Path] = []
+
+    def write() -> None:
+        if where and where[0].is_file():
+            Journal(where[0])({"event": "exit", "t": time.time()})
+
+    atexit.register(write)
+    return where.append
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:

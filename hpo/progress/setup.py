@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpo.config import SweepConfig
 from hpo.config.tracking_uri import masked
 from hpo.options import RunOptions
 from hpo.progress.journal import EVENTS_FILE
 from hpo.progress.live import PROGRESS_FILE, SweepProgress
-from hpo.progress.monitor import SweepMonitor
 from hpo.progress.sweep import SweepPlan
 from hpo.progress.views import Header, JsonView, LiveView, PlainView, View
+
+if TYPE_CHECKING:  # the monitor is a Ray Tune callback: imported when one is built, so sweep_plan needs no Ray
+    from hpo.progress.monitor import SweepMonitor
 
 
 def sweep_plan(config: SweepConfig, planned: int) -> SweepPlan:
@@ -64,6 +66,8 @@ def _notebook_widgets(console: Any) -> bool:
 
 def monitor_for(config: SweepConfig, options: RunOptions, planned: int, started: float | None = None) -> SweepMonitor:
     """The sweep's monitor (``progress.json`` and the journal in its state directory, the views of ``options``)."""
+    from hpo.progress.monitor import SweepMonitor
+
     progress = SweepProgress(config.name, config.objective.metric, sweep_plan(config, planned), started=started)
     state = options.sweep_dir(config.name)
     return SweepMonitor(progress, header(config, options, planned), views(options), state / PROGRESS_FILE,

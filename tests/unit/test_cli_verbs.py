@@ -66,7 +66,8 @@ def test_dash_h_is_help_on_every_command(tmp_path, path):
 
 def test_commands_are_listed_in_the_order_a_user_needs_them(tmp_path):
     help_text = hpo_cli("--help", cwd=tmp_path).stdout
-    order = ["tune", "validate", "status", "report", "list", "stop", "repeat", "ui", "sync", "init", "data", "cluster"]
+    order = ["tune", "validate", "status", "plan", "report", "list", "stop", "repeat", "ui", "sync", "init", "data",
+             "cluster"]
     rows = [line.strip("│ ").split(" ")[0] for line in help_text.splitlines() if line.startswith("│ ")]
     assert [name for name in rows if name in order] == order
     assert "--install-completion" in help_text and "--show-completion" in help_text  # completion is on

@@ -40,7 +40,7 @@ LAYERS = [
     {"partition"},
     {"sweep"},
     {"tuner"},
-    {"preflight", "summary", "ray_session", "progress", "rerun", "report", "queue", "replay"},
+    {"preflight", "summary", "ray_session", "progress", "rerun", "report", "queue", "replay", "plan"},
     {"search", "trial", "tracking", "cluster", "repeats", "interrupt", "driver"},
     {"data", "models", "compat", "stack_check"},
     {"config", "kinds", "cutoffs", "objective", "stats", "options", "storage", "object_store", "errors",

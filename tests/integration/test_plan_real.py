@@ -1,0 +1,56 @@
+"""``hpo plan`` against a real sweep: plan a shape from another shape's real sweep, then run it and compare.
+
+One real sweep (3 trials of one Horovod worker, 2 epochs, one at a time), ``hpo plan --from`` it for two
+trials at once, then that shape for real: its wall time, from the command's start to its end, must fall in
+the 80 % interval the plan printed. This check can fail on a sound plan: in ``benchmarks/plan.py``
+(``benchmarks/results/plan.json``) the interval held the real wall time in 28 of 48 pairs: 12 of 12 in the
+group recorded while the machine's load held steady, 4 of 12 in each group whose load changed between its
+sweeps (the same sweep file took 26 s and 50-61 s minutes apart). Expect it to miss about one run in five
+on a steady machine (an 80 % interval) and up to two in three while other work starts or stops beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from tests.conftest import HPO, ROOT
+
+pytestmark = pytest.mark.slow
+SMALL = ROOT / "tests" / "integration" / "sweeps" / "small.yaml"
+
+
+def sweep(at_once: int) -> dict:
+    data = yaml.safe_load(SMALL.read_text())
+    data["name"] = f"plan-{at_once}"
+    data["search"].update(num_samples=3, max_concurrent=at_once, seed=5)
+    data["trial"].update(workers=1, cpus_per_worker=1.0, max_epochs=2)
+    return data
+
+
+def tune(file, runs) -> None:
+    proc = subprocess.run([HPO, "tune", str(file), "--storage", str(runs), "--quiet"], cwd=runs.parent,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_a_planned_shape_run_for_real_ends_inside_the_printed_interval(tmp_path):
+    runs = tmp_path / "runs"
+    first, second = tmp_path / "one.yaml", tmp_path / "two.yaml"
+    first.write_text(yaml.safe_dump(sweep(1)))
+    second.write_text(yaml.safe_dump(sweep(2)))
+    tune(first, runs)
+    proc = subprocess.run([HPO, "plan", str(second), "--from", "plan-1", "--storage", str(runs), "--json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    planned = json.loads(proc.stdout)
+    assert planned["source"] == {**planned["source"], "kind": "from", "sweeps": ["plan-1"], "trials": 3}
+    option = next(o for o in planned["options"] if (o["max_concurrent"], o["workers_per_trial"]) == (2, 1))
+    began = time.time()
+    tune(second, runs)
+    real = time.time() - began
+    assert option["wall_s_low"] <= real <= option["wall_s_high"], (real, option)
