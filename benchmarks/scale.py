@@ -68,9 +68,21 @@ def _usage() -> tuple[float, float]:
 
 def run_one(kind: str, trials: int, concurrent: int, epoch_s: float, scratch: Path) -> dict[str, Any]:
     """Runs one sweep in this process and returns what its driver spent (``kind``: ``hpo`` or ``tune``)."""
+    import logging
+
     import hpo
     from hpo.options import RunOptions
 
+    writer_cpu: list[float] = []
+
+    class WriterCpu(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if getattr(record, "writer_cpu_s", None) is not None:
+                writer_cpu.append(record.writer_cpu_s)
+
+    writer_log = logging.getLogger("hpo.tracking.writer")
+    writer_log.addHandler(WriterCpu())
+    writer_log.setLevel(logging.DEBUG)
     os.chdir(scratch)
     config = hpo.load_sweep(SWEEP, _overrides(trials, concurrent, epoch_s, f"sqlite:///{scratch}/mlflow.db"))
     options = RunOptions(scratch / "runs")
@@ -84,6 +96,7 @@ def run_one(kind: str, trials: int, concurrent: int, epoch_s: float, scratch: Pa
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"kind": kind, "trials": trials, "ended": ended, "driver_cpu_s": round(cpu1 - cpu0, 2),
             "wall_s": round(wall1 - wall0, 2), "driver_rss_mb": round(rss_mb, 1),
+            "writer_process_cpu_s": round(sum(writer_cpu), 2) if writer_cpu else None,
             **reports_rate(scratch / "runs" / config.name)}
 
 

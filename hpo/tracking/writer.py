@@ -148,9 +148,17 @@ class OutboxProcess:
             proc.stdin.close()
         except OSError:
             pass
-        proc.wait()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            cpu_s = usage.ru_utime + usage.ru_stime
+        except ChildProcessError:  # reaped already
+            proc.wait()
+            cpu_s = None
         if proc.stdout is not None:
             proc.stdout.close()
+        log.debug("MLflow writer process ended (exit %s, %s CPU seconds)", proc.returncode, cpu_s,
+                  extra={"writer_cpu_s": cpu_s})
 
     # -- what the sweep's tracking uses of an outbox ------------------------------------------------
 
