@@ -70,6 +70,9 @@ class MlflowTracker:
             resume=start.resume, writer_process=config.search.num_samples >= WRITER_PROCESS_FROM_TRIALS,
         )
         self.outbox = self.callback.outbox
+        start_writer = getattr(self.outbox, "start", None)
+        if start_writer is not None:  # the writer process imports MLflow while Ray and Tune start
+            start_writer()
 
     @staticmethod
     def resumable(sweep_dir: Path) -> bool:

@@ -20,8 +20,10 @@ import atexit
 import json
 import logging
 import os
+import queue
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -66,11 +68,17 @@ class OutboxProcess:
         self._proc: subprocess.Popen | None = None
         self._client: Any = None
         self._unsynced = False
+        self._lines: queue.SimpleQueue | None = None
+        self._feeder: threading.Thread | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_proc": None, "_client": None}
+        return {**self.__dict__, "_proc": None, "_client": None, "_lines": None, "_feeder": None}
 
     # -- the child ------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Starts the child now (its imports then overlap the sweep's own start), not at the first write."""
+        self._child()
 
     def _child(self) -> subprocess.Popen:
         if self._proc is None:
@@ -87,13 +95,17 @@ class OutboxProcess:
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
                 start_new_session=True,  # Ctrl-C stops the driver; the writes it handed over are still sent
             )
+            self._lines = queue.SimpleQueue()
+            self._feeder = threading.Thread(target=_feed, args=(self._lines, self._proc.stdin),
+                                            name="hpo-mlflow-feeder", daemon=True)
+            self._feeder.start()
             atexit.register(self.close)  # a driver that ends without closing still hands over what it holds
         return self._proc
 
     def _send(self, op: dict[str, Any]) -> None:
-        proc = self._child()
-        assert proc.stdin is not None
-        proc.stdin.write(json.dumps(op) + "\n")
+        """Queues ``op`` for the child; never waits (the feeder thread writes it to the child's input)."""
+        self._child()
+        self._lines.put(json.dumps(op) + "\n")
         self._unsynced = True
 
     def sync(self, flush: bool = False) -> int:
@@ -113,11 +125,10 @@ class OutboxProcess:
             return 0
         self._send({"op": "sync", "flush": flush})
         proc = self._child()
-        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdout is not None
         try:
-            proc.stdin.flush()
             line = proc.stdout.readline()
-        except (BrokenPipeError, OSError) as exc:
+        except OSError as exc:
             raise TrackingError(f"the MLflow writer process is gone: {exc}") from exc
         if not line:
             raise TrackingError(f"the MLflow writer process ended (exit {proc.poll()}); see the lines above")
@@ -131,23 +142,15 @@ class OutboxProcess:
         return int(state["pending"])
 
     def push(self) -> None:
-        """Hands the child the writes buffered so far (they reach the store without waiting for a barrier)."""
-        if self._proc is not None and self._proc.stdin is not None:
-            try:
-                self._proc.stdin.flush()
-            except OSError as exc:
-                raise TrackingError(f"the MLflow writer process is gone: {exc}") from exc
+        """Nothing to do: the feeder hands every queued write to the child as soon as it can."""
 
     def close(self) -> None:
         """Lets the child send what it holds and waits for it to end (idempotent)."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        try:
-            assert proc.stdin is not None
-            proc.stdin.close()
-        except OSError:
-            pass
+        self._lines.put(None)  # the feeder writes what is queued, closes the child's input and ends
+        self._feeder.join()
         try:
             _, status, usage = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)
@@ -221,6 +224,26 @@ class OutboxProcess:
     def flush(self) -> int:
         """Replays the spool if the server answers; returns how many writes are still waiting (a barrier)."""
         return self.sync(flush=True)
+
+
+def _feed(lines: queue.SimpleQueue, stdin: Any) -> None:
+    """The feeder thread: writes the queued lines to the child's input, in order, until ``None``.
+
+    The driver's thread only queues; a child that is slow to read holds up this thread, never the sweep.
+    What is written is flushed whenever the queue is empty, so the child is never left waiting on a buffer.
+    """
+    try:
+        while (line := lines.get()) is not None:
+            stdin.write(line)
+            if lines.empty():
+                stdin.flush()
+    except OSError as exc:  # the child is gone: the driver hears it at the next barrier
+        log.error("the MLflow writer process does not take writes: %s", exc)
+    finally:
+        try:
+            stdin.close()
+        except OSError:
+            pass
 
 
 def serve(settings: dict[str, Any], lines: Any, out: Any) -> None:
