@@ -236,6 +236,7 @@ def main() -> None:
     parser.add_argument("--rate-trials", type=int, default=400)
     parser.add_argument("--rate-grid", default="8:0.05,8:0.01,16:0.01", help="concurrent:epoch_s pairs")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "scale.json"))
+    parser.add_argument("--note", help="what the JSON should say about the run (e.g. a shared machine)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # kind:trials:scratch, run in this process
     args = parser.parse_args()
     if args.one:
@@ -254,6 +255,8 @@ def main() -> None:
         "targets": {"cpu_per_trial_largest_over_smallest": 1.5, "extra_driver_cpu_per_trial_s": 0.05,
                     "wall_ratio": 1.3, "driver_rss_mb_at_largest": 1500},
     })
+    if args.note:
+        report["note"] = args.note
     if "scale" in parts:
         sizes = [int(s) for s in args.sizes.split(",")]
         runs = [_run_pair(kinds, trials, args.concurrent, args.epoch_s) for trials in sizes]
