@@ -41,6 +41,9 @@ from typing import Any
 
 from _report import write_report
 
+# benchmarks/queue.py would shadow the standard library's queue (pyarrow imports it) in the sweeps run here.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "search_spaces" / "digits_mlp.yaml"
 
@@ -68,9 +71,21 @@ def _usage() -> tuple[float, float]:
 
 def run_one(kind: str, trials: int, concurrent: int, epoch_s: float, scratch: Path) -> dict[str, Any]:
     """Runs one sweep in this process and returns what its driver spent (``kind``: ``hpo`` or ``tune``)."""
+    import logging
+
     import hpo
     from hpo.options import RunOptions
 
+    writer_cpu: list[float] = []
+
+    class WriterCpu(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if getattr(record, "writer_cpu_s", None) is not None:
+                writer_cpu.append(record.writer_cpu_s)
+
+    writer_log = logging.getLogger("hpo.tracking.writer")
+    writer_log.addHandler(WriterCpu())
+    writer_log.setLevel(logging.DEBUG)
     os.chdir(scratch)
     config = hpo.load_sweep(SWEEP, _overrides(trials, concurrent, epoch_s, f"sqlite:///{scratch}/mlflow.db"))
     options = RunOptions(scratch / "runs")
@@ -84,6 +99,7 @@ def run_one(kind: str, trials: int, concurrent: int, epoch_s: float, scratch: Pa
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"kind": kind, "trials": trials, "ended": ended, "driver_cpu_s": round(cpu1 - cpu0, 2),
             "wall_s": round(wall1 - wall0, 2), "driver_rss_mb": round(rss_mb, 1),
+            "writer_process_cpu_s": round(sum(writer_cpu), 2) if writer_cpu else None,
             **reports_rate(scratch / "runs" / config.name)}
 
 
@@ -220,6 +236,7 @@ def main() -> None:
     parser.add_argument("--rate-trials", type=int, default=400)
     parser.add_argument("--rate-grid", default="8:0.05,8:0.01,16:0.01", help="concurrent:epoch_s pairs")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "scale.json"))
+    parser.add_argument("--note", help="what the JSON should say about the run (e.g. a shared machine)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # kind:trials:scratch, run in this process
     args = parser.parse_args()
     if args.one:
@@ -238,6 +255,8 @@ def main() -> None:
         "targets": {"cpu_per_trial_largest_over_smallest": 1.5, "extra_driver_cpu_per_trial_s": 0.05,
                     "wall_ratio": 1.3, "driver_rss_mb_at_largest": 1500},
     })
+    if args.note:
+        report["note"] = args.note
     if "scale" in parts:
         sizes = [int(s) for s in args.sizes.split(",")]
         runs = [_run_pair(kinds, trials, args.concurrent, args.epoch_s) for trials in sizes]

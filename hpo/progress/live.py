@@ -255,6 +255,7 @@ class SweepProgress:
         self._epochs = 0
         self._best_ended: tuple[int, str, float] | None = None  # (seq, trial id, value)
         self._history: list[float] = []
+        self._histories: dict[str, TrialHistory] = {}  # ended trial -> its history for the estimate, kept
 
     def _rebuild(self) -> None:
         """Rebuilds the kept state from every trial (after a trial reported again once it had ended)."""
@@ -288,6 +289,7 @@ class SweepProgress:
         if track.first_at is None and not track.values:
             track.first_at = now
         self._stale |= track.ended is not None  # an ended trial's line, counts and history change
+        self._histories.pop(trial_id, None)
         self._record({"event": "result", "t": now, "trial": trial_id, "epoch": epoch, "value": value,
                       "seconds": epoch_seconds})
         number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
@@ -306,6 +308,7 @@ class SweepProgress:
         track.status = status
         track.ended = self._clock() if now is None else now
         self._estimates.pop(trial_id, None)
+        self._histories.pop(trial_id, None)
         if again:
             self._stale = True
         else:
@@ -387,7 +390,7 @@ class SweepProgress:
         if estimate or self._estimate is None:
             clock = time.perf_counter()
             # The first trials of a sweep start its workers; later ones start on workers an ended trial warmed.
-            histories = [_history(t, warm=i >= plan.max_concurrent) for i, t in enumerate(self.trials.values())]
+            histories = [self._history_of(t, warm=i >= plan.max_concurrent) for i, t in enumerate(self.trials.values())]
             self._estimate = estimate_sweep(histories, plan, samples=self.samples)
             self.estimate_cost_s = time.perf_counter() - clock
         sweep = self._estimate
@@ -411,6 +414,18 @@ class SweepProgress:
             best_trial_id=best_id, best_value=best_value, method=sweep.method,
             trials=tuple(self._line(t, now) for t in running) + tuple(self._ended_lines),
         )
+
+    def _history_of(self, track: TrialTrack, warm: bool) -> TrialHistory:
+        """The trial's history for the sweep estimate.
+
+        An ended trial's is made once and kept (with what the estimate derives from it); a running trial's afresh.
+        """
+        if track.ended is None:
+            return _history(track, warm)
+        kept = self._histories.get(track.trial_id)
+        if kept is None or kept.warm != warm:
+            kept = self._histories[track.trial_id] = _history(track, warm, frozen=True)
+        return kept
 
     def _line(self, track: TrialTrack, now: float) -> TrialLine:
         plan = self.plan
@@ -439,8 +454,10 @@ class SweepProgress:
         )
 
 
-def _history(track: TrialTrack, warm: bool | None = None) -> TrialHistory:
-    return TrialHistory(track.values, track.seconds or None, _HISTORY_STATUS[track.status],  # type: ignore[arg-type]
+def _history(track: TrialTrack, warm: bool | None = None, frozen: bool = False) -> TrialHistory:
+    """The trial as the sweep estimate takes it (``frozen``: copies of its lists, for an ended trial's kept one)."""
+    values, seconds = (tuple(track.values), tuple(track.seconds)) if frozen else (track.values, track.seconds)
+    return TrialHistory(values, seconds or None, _HISTORY_STATUS[track.status],  # type: ignore[arg-type]
                         track.cpus, track.gpus, track.startup_s, warm)
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -76,6 +77,35 @@ class TrialHistory:
     def __post_init__(self) -> None:
         if self.status not in ("running", "finished", "stopped", "failed"):
             raise ValueError(f"status must be running, finished, stopped or failed, not {self.status!r}")
+
+    # What the estimate derives from the epoch times, worked out once per history: a sweep's ended trials
+    # keep their history from one estimate to the next (see SweepProgress), so each estimate pays for the
+    # trials that changed, not again for every trial the sweep has held.
+
+    @cached_property
+    def mean_epoch_s(self) -> float | None:
+        """:func:`~hpo.progress.pools.mean_cost` of its epoch times."""
+        return mean_cost(self.epoch_seconds)
+
+    @cached_property
+    def epoch_cost_s(self) -> float | None:
+        """:func:`~hpo.progress.trial.epoch_cost` of its epoch times."""
+        return epoch_cost(self.epoch_seconds)
+
+    @cached_property
+    def first_extra_s(self) -> float | None:
+        """:func:`~hpo.progress.trial.first_epoch_extra` of its epoch times."""
+        return first_epoch_extra(self.epoch_seconds)
+
+    @cached_property
+    def seconds_total(self) -> float:
+        """The sum of its usable epoch times."""
+        return float(epoch_times(self.epoch_seconds).sum())
+
+    @cached_property
+    def epochs_timed(self) -> int:
+        """How many of its epochs have a usable time (:func:`~hpo.progress.trial.epoch_times`)."""
+        return len(epoch_times(self.epoch_seconds))
 
 
 @dataclass(frozen=True)
@@ -186,7 +216,7 @@ def _spent(trials: list[TrialHistory], plan: SweepPlan) -> float | None:
     """What the measured epochs cost (trials without timings count nothing)."""
     if not plan.priced:
         return None
-    return sum(float(epoch_times(t.epoch_seconds).sum()) * plan.rate(t) for t in trials)
+    return sum(t.seconds_total * plan.rate(t) for t in trials)
 
 
 def _goal_reached(ys: list[np.ndarray], plan: SweepPlan) -> bool:
@@ -239,10 +269,10 @@ def _futures(
     columns += [np.minimum(stops, cuts[i]) for i, (stops, _) in simulated.items()]
     learnt = bool(columns)
     pool = np.column_stack(columns) if learnt else None
-    steady = [mean_cost(t.epoch_seconds) for t in trials]
+    steady = [t.mean_epoch_s for t in trials]
     known = np.array([c for c in steady if c is not None])
     if not len(known):  # only first epochs measured so far: they are the best there is
-        known = np.array([c for c in (epoch_cost(t.epoch_seconds) for t in trials) if c is not None])
+        known = np.array([c for c in (t.epoch_cost_s for t in trials) if c is not None])
     overheads = _warm(trials, _overhead)
     running = [i for i, t in enumerate(trials) if t.status == "running"]
     pending = max(0, plan.planned_trials - len(trials))
@@ -255,13 +285,13 @@ def _futures(
         costs.append(np.full(samples, cost) if cost is not None else pick(known, samples, rng))
     pending_costs = list(draw_costs(known, pending, samples, rng).T)
     pending_overheads = draw_costs(overheads, pending, samples, rng) if len(overheads) else np.zeros((samples, pending))
-    extra = lambda t: first_epoch_extra(t.epoch_seconds)  # noqa: E731
+    extra = lambda t: t.first_extra_s  # noqa: E731
     extras = {warm: _warm(trials, extra) if warm else _alike(trials, extra, warm=warm)
               for warm in {trials[i].warm for i in running}}  # one pool per kind of start, not per trial
     first_extras = []
     for i in running:
         alike = extras[trials[i].warm]
-        unstarted = not len(epoch_times(trials[i].epoch_seconds)) and len(alike)
+        unstarted = not trials[i].epochs_timed and len(alike)
         first_extras.append(pick(alike, samples, rng) if unstarted else np.zeros(samples))
     futures = Futures(
         done=np.array([len(ys[i]) for i in running], dtype=float),
@@ -289,7 +319,7 @@ def _warm(trials: list[TrialHistory], value: Callable[[TrialHistory], float | No
     measured = [(t, v) for t in trials if (v := value(t)) is not None]
     if any(t.warm for t, _ in measured):
         return _same_start(measured, warm=True)
-    cold = [first_epoch_extra(t.epoch_seconds) or 0.0 for t, _ in measured if t.warm is False]
+    cold = [t.first_extra_s or 0.0 for t, _ in measured if t.warm is False]
     if cold:
         return (np.array(cold)[:, None] * np.linspace(0.0, 1.0, 11)[None, :]).ravel()
     return _same_start(measured, warm=None)
@@ -307,7 +337,7 @@ def _same_start(measured: list[tuple[TrialHistory, float]], warm: bool | None) -
 
 def _overhead(trial: TrialHistory) -> float | None:
     """A started trial's seconds beyond its steady epochs: start-up plus the first epoch's extra (None: unknown)."""
-    extra = first_epoch_extra(trial.epoch_seconds)
+    extra = trial.first_extra_s
     if extra is None and trial.startup_s is None:
         return None
     return (extra or 0.0) + max(0.0, trial.startup_s or 0.0)

@@ -2,6 +2,7 @@
 
 Modules: :mod:`~hpo.tracking.uri` (store URIs), :mod:`~hpo.tracking.runs` (parent run, run lookups),
 :mod:`~hpo.tracking.nesting` (the Tune callback), :mod:`~hpo.tracking.outbox` (retries and spool),
+:mod:`~hpo.tracking.writer` (the outbox run by a process of its own, for large sweeps),
 :mod:`~hpo.tracking.server` (``mlflow server``, reachability), :mod:`~hpo.tracking.best_model`,
 :mod:`~hpo.tracking.tracker` (the :class:`Tracker` protocol the sweep uses, :class:`TrackerKind`),
 :mod:`~hpo.tracking.kinds` (``TRACKERS``: name → kind), :mod:`~hpo.tracking.sweep_tracker` (the MLflow

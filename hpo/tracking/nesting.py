@@ -33,6 +33,7 @@ from hpo.results import (
 )
 from hpo.tracking.outbox import SPOOL_NAME, Outbox
 from hpo.tracking.runs import SweepRun, finite, trial_run_ids
+from hpo.tracking.writer import OutboxProcess
 from hpo.trial.protocol import trial_error_line
 
 
@@ -54,17 +55,20 @@ class MlflowNesting(Callback):
             longer where a flush of every run costs more than ``flush_share`` of the time between flushes
             (a store that can't keep up lags, the driver's loop does not stall on it).
         flush_share: The most of one core periodic flushes may take.
+        writer_process: Send the writes from a child process (:class:`~hpo.tracking.writer.OutboxProcess`),
+            so the driver's loop does not wait on the store; False: from the driver itself.
     """
 
     def __init__(
         self, sweep: SweepRun, objective: str, mode: str, sweep_name: str = "", spool_path: Path | None = None,
-        resume: bool = False, flush_every_s: float = 2.0, flush_share: float = 0.1,
+        resume: bool = False, flush_every_s: float = 2.0, flush_share: float = 0.1, writer_process: bool = False,
     ) -> None:
         self.sweep = sweep
         self.sweep_name = sweep_name
         self.objective = objective
         self.mode = mode
-        self.outbox = Outbox(
+        outbox = OutboxProcess if writer_process else Outbox
+        self.outbox: Outbox | OutboxProcess = outbox(
             sweep.uri, spool_path or Path(SPOOL_NAME).resolve(), sweep.parent_run_id, sweep.experiment_id
         )
         self._started: set[str] = set()
@@ -95,7 +99,7 @@ class MlflowNesting(Callback):
         existing = self._existing_run(trial.trial_id)
         if existing is not None:
             # A resumed sweep (or a retried trial): keep logging into the same run, after its last epoch.
-            self.outbox.run_ids[key] = existing
+            self.outbox.adopt(key, existing)
             history = self.outbox.client.get_metric_history(existing, self.objective)
             self._last_step[trial.trial_id] = max((m.step for m in history), default=0)
             self.outbox.terminate(key, "RUNNING")
@@ -145,6 +149,7 @@ class MlflowNesting(Callback):
                 self.outbox.log(each, metrics=metrics, params=params, tags=tags if each == key else None)
         if key is None:
             self._last_flush = time.monotonic()
+            self.outbox.push()
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         """Sends the queued writes once the flush interval has passed since the last time."""

@@ -80,6 +80,13 @@ class Outbox:
 
     # -- the writes ---------------------------------------------------------------------------------
 
+    def adopt(self, key: str, run_id: str) -> None:
+        """Writes for ``key`` go to the existing run ``run_id`` (a resumed sweep's trial)."""
+        self.run_ids[key] = run_id
+
+    def push(self) -> None:
+        """Nothing to do: every write was sent (or spooled) when it was made."""
+
     def create_run(self, key: str, run_name: str, tags: dict[str, str]) -> str | None:
         """Creates the run for ``key`` (a trial); None if it was spooled."""
         self.submit({"op": "create_run", "key": key, "run_name": run_name, "tags": tags})

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import collections
+import json
+import socket
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from mlflow.tracking import MlflowClient
 
 from hpo.tracking.nesting import MlflowNesting
-from hpo.tracking.runs import start_sweep_run, trial_run_ids
+from hpo.tracking.runs import SweepRun, start_sweep_run, trial_run_ids
 
 
 class CountingStore:
@@ -132,3 +135,64 @@ def test_flushes_come_less_often_when_the_store_is_slow(tmp_path, monkeypatch):
     nesting.on_trial_complete(0, [], trial)
     history = nesting.outbox.client.get_metric_history(nesting.run_ids["t00000"], "val_accuracy")
     assert [m.step for m in history] == [1, 2, 3] and store.calls["log_batch"] == 1
+
+
+def _ops_sent(nesting: MlflowNesting, monkeypatch) -> collections.Counter[str]:
+    """Counts the writes the driver hands to the writer process, by kind."""
+    sent: collections.Counter[str] = collections.Counter()
+    hand_over = nesting.outbox._send
+
+    def counted(op: dict) -> None:
+        sent[op["op"]] += 1
+        hand_over(op)
+
+    monkeypatch.setattr(nesting.outbox, "_send", counted)
+    return sent
+
+
+def test_the_writer_process_sends_every_run_epoch_and_tag_and_the_driver_hands_it_a_fixed_few(tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    sweep = start_sweep_run(uri, "scale", "scale", {}, {})
+    nesting = MlflowNesting(sweep, "val_accuracy", "max", "scale", tmp_path / "spool.jsonl", flush_every_s=0.0,
+                            flush_share=float("inf"), writer_process=True)
+    sent = _ops_sent(nesting, monkeypatch)
+    try:
+        _run_trial(nesting, 0)
+        first = dict(sent)
+        for number in range(1, 40):
+            _run_trial(nesting, number)
+        sent.clear()
+        _run_trial(nesting, 40)
+        assert dict(sent) == first == {"create_run": 1, "log": 4, "terminate": 1}
+        runs = nesting.run_ids  # a barrier: every write handed over so far is in the store
+        assert len(runs) == 41 and trial_run_ids(sweep) == runs
+        assert nesting.outbox._proc is not None and nesting.outbox._proc.poll() is None  # a process of its own
+    finally:
+        nesting.outbox.close()
+    client = MlflowClient(uri)
+    for trial_id, run_id in runs.items():
+        run = client.get_run(run_id)
+        assert [m.step for m in client.get_metric_history(run_id, "val_accuracy")] == [1, 2, 3], trial_id
+        assert run.info.status == "FINISHED" and run.data.tags["hpo.status"] == "completed"
+        assert run.data.params["units"] == "8" and run.data.tags["mlflow.parentRunId"] == sweep.parent_run_id
+
+
+def test_the_writer_process_spools_while_the_server_is_unreachable(tmp_path):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sweep = SweepRun(f"http://127.0.0.1:{port}", "1", "parent")
+    spool = tmp_path / "spool.jsonl"
+    nesting = MlflowNesting(sweep, "val_accuracy", "max", "scale", spool, flush_every_s=0.0,
+                            flush_share=float("inf"), writer_process=True)
+    outbox = nesting.outbox
+    outbox.retries, outbox.backoff_s = 1, 0.0
+    try:
+        _run_trial(nesting, 0, epochs=2)
+        assert outbox.down  # a barrier: the child has spooled every write
+        ops = [json.loads(line) for line in spool.read_text().splitlines()]
+        assert [op["op"] for op in ops] == ["create_run", "log", "log", "log", "terminate"]
+        assert outbox.flush() == len(ops)  # still unreachable: nothing sent, nothing lost
+    finally:
+        outbox.close()
+    assert len(spool.read_text().splitlines()) == len(ops)
