@@ -41,9 +41,6 @@ from typing import Any
 
 from _report import write_report
 
-# benchmarks/queue.py would shadow the standard library's queue (pyarrow imports it) in the sweeps run here.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "search_spaces" / "digits_mlp.yaml"
 
