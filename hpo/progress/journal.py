@@ -73,15 +73,17 @@ def record_exit() -> Callable[[Path], None]:
     Call it before the sweep starts, and the returned function with the journal's path once the sweep ran:
     handlers registered first run last at exit, so the event comes after Ray's and TensorFlow's own exit
     handlers (the ``hpo tune`` command's end, for the wall time the plan learns, :mod:`hpo.plan.history`).
-    Replays skip the event. A journal that does not exist is left so.
+    Replays skip the event. A journal that does not exist is left so, and so is one this command did not
+    write to (a ``--resume`` of a finished sweep changes nothing of it).
     """
     import atexit
     import time
 
     where: list[Path] = []
+    began = time.time() - 0.05  # file times come from the kernel's coarse clock, a tick behind
 
     def write() -> None:
-        if where and where[0].is_file():
+        if where and where[0].is_file() and where[0].stat().st_mtime >= began:
             Journal(where[0])({"event": "exit", "t": time.time()})
 
     atexit.register(write)

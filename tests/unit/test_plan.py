@@ -258,8 +258,24 @@ def test_the_journal_gets_the_commands_end_after_every_later_exit_handler(tmp_pa
         "from hpo.progress.journal import record_exit\n"
         "ended = record_exit()\n"
         f"atexit.register(lambda: (time.sleep(0.2), Path({str(mark)!r}).write_text(repr(time.time()))))\n"
+        f"Path({str(journal)!r}).write_text('{{\"event\": \"sweep\"}}\\n')\n"  # the sweep writes its journal
         f"ended(Path({str(journal)!r}))\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
-    (event,) = [json.loads(line) for line in journal.read_text().splitlines()]
+    sweep, event = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert sweep == {"event": "sweep"}
     assert event["event"] == "exit" and event["t"] >= float(mark.read_text())
+
+
+def test_a_command_that_wrote_nothing_to_the_journal_leaves_it_as_it_was(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    journal = tmp_path / "progress_events.jsonl"
+    journal.write_text('{"event": "sweep"}\n')
+    os.utime(journal, (1_000_000_000, 1_000_000_000))  # written by an earlier command
+    code = ("from pathlib import Path\nfrom hpo.progress.journal import record_exit\n"
+            f"record_exit()(Path({str(journal)!r}))\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
+    assert journal.read_text() == '{"event": "sweep"}\n'  # a --resume of a finished sweep changes nothing
