@@ -89,6 +89,16 @@ def spawn_detached(cmd: list[str], log_path: Path, env: dict[str, str] | None = 
     return proc.pid
 
 
+def _running(pid: int) -> bool:
+    """True while process ``pid`` runs (not ended, not a zombie)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _watcher_command(storage: str, config: str) -> list[str]:
     return [sys.executable, "-m", "hpo.cluster.autostop", "--storage", storage, "--config", config, "--detach"]
 
@@ -262,7 +272,9 @@ class FakeLauncher:
             if logs and "Autoscaler status" in logs[0].read_text(errors="replace"):
                 (temp_dir / "hpo-head-ready").touch()
                 return
-            if not self._head_alive({"pid": pid, "temp_dir": str(temp_dir)}) or time.time() > deadline:
+            # The process just started is ours: only its exit counts (its /proc cmdline, which _head_alive
+            # matches, can read empty while the interpreter starts on a busy machine).
+            if not _running(pid) or time.time() > deadline:
                 tail = (temp_dir / "head.log").read_text(errors="replace")[-1500:]
                 self._kill(pid, str(temp_dir))
                 raise HpoError(f"cluster {self.name}: the fake head did not start: {' '.join(tail.split())}")
