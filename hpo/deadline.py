@@ -121,6 +121,18 @@ def start(
     return run
 
 
+def release(run: DeadlineRun | None) -> None:
+    """Withdraws the sweep's request to the autoscaler (Ray keeps one until it is replaced), if it made one."""
+    if run is None or run.requested is None:
+        return
+    try:
+        from ray.autoscaler.sdk import request_resources
+
+        request_resources(bundles=[])
+    except Exception as exc:  # noqa: BLE001 - the cluster's idle timeout is then what lets the nodes go
+        logger.warning("the request for nodes was not withdrawn: %s", exc)
+
+
 def journal(run: DeadlineRun | None, monitor: Any) -> None:
     """The start plan's prediction in the journal's new segment (once the monitor's journal started)."""
     recorder = getattr(monitor.progress, "recorder", None)

@@ -124,12 +124,14 @@ def _run(
         monitor.close("interrupted")
         tracker.interrupt(None)
         _push_state(options, config.name)
+        deadline.release(to_deadline)
         stop_ray(started_ray)
         raise SweepInterrupted(interrupt.signum or signal.SIGINT, config.name) from None
     except Exception as exc:
         if _storage_down(options, exc):  # Tune could not read or save its state: resumable once it answers
             monitor.close("interrupted")
             tracker.interrupt(None)
+            deadline.release(to_deadline)
             stop_ray(started_ray)
             raise SweepAborted(
                 f"sweep '{config.name}' interrupted: {options.storage} does not answer ({failure_line(exc)}); "
@@ -138,6 +140,7 @@ def _run(
             ) from exc
         tracker.fail()
         _push_state(options, config.name)
+        deadline.release(to_deadline)
         stop_ray(started_ray)
         raise SweepAborted(f"sweep '{config.name}' stopped: {failure_line(exc)}") from exc
     storage_stopped = set(monitor.storage_interrupted)  # ended because the storage did not answer: resumable
@@ -145,6 +148,7 @@ def _run(
     monitor.close("interrupted" if interrupted else "finished")
     path, summary = _write_up(config, options, results, tracker, started, interrupted, storage_stopped,
                               lambda status: deadline.section(to_deadline, monitor, sweep_dir, status))
+    deadline.release(to_deadline)
     stop_ray(started_ray)
     if interrupt.signum is not None:
         raise SweepInterrupted(interrupt.signum, config.name, path)
