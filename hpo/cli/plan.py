@@ -151,16 +151,16 @@ def show_rounds(storage: Storage, name: str) -> None:
     rounds = read_rounds(storage.state_dir(name))
     if not rounds:
         return
-    table = Table(title="plan: predicted vs actual wall time (from the command's start)")
-    for column in ("round", "started", "predicted by", "predicted [80%]", "actual", "error", "deadline", "met"):
-        table.add_column(column, justify="left" if column in ("started", "predicted by") else "right")
-    for i, entry in enumerate(rounds, 1):
-        started = datetime.fromtimestamp(entry.started_at).strftime("%Y-%m-%d %H:%M")
+    table = Table(title="plan: predicted vs actual wall time (from the command's start)", box=None, pad_edge=False)
+    for column in ("started", "by", "predicted [80%]", "actual", "error", "deadline", "met"):
+        table.add_column(column, justify="left" if column in ("started", "by") else "right", no_wrap=True)
+    for entry in rounds:
+        started = datetime.fromtimestamp(entry.started_at).strftime("%m-%d %H:%M")
         interval = (f"{_duration(entry.wall_s_median)} [{_duration(entry.wall_s_low)}-"
                     f"{_duration(entry.wall_s_high)}]")
         deadline = datetime.fromtimestamp(entry.deadline_at).strftime("%m-%d %H:%M")
         actual = _duration(entry.wall_s) + ("" if entry.status == "finished" else f" ({entry.status})")
-        table.add_row(str(i), started, entry.source, interval, actual, f"{entry.error:+.0%}", deadline,
+        table.add_row(started, entry.source, interval, actual, f"{entry.error:+.0%}", deadline,
                       "yes" if entry.met else "no")
     console.print(table)
     inside = sum(r.inside for r in rounds)
