@@ -337,34 +337,3 @@ def _browser_draws_every_figure(report: Path, profile: Path) -> None:
     taken = _chromium(report, profile, "--window-size=1280,3000", f"--screenshot={shot}")
     assert taken.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
 
-
-def test_a_pilot_plans_the_sweep_and_a_sweep_run_to_a_deadline_keeps_every_trial(ray_session, tmp_path, monkeypatch):
-    """``hpo plan --pilot 2`` runs its pilot sweeps (real Ray and Tune, simulated trials) and plans from them;
-    then the sweep, run to a deadline it cannot meet, runs every trial, warns once and records the deadline."""
-    import yaml
-
-    from hpo.options import RunOptions
-    from tests.conftest import hpo_cli
-
-    monkeypatch.chdir(tmp_path)
-    config = tiny("pilot", "random", "fifo")
-    file = tmp_path / "pilot.yaml"
-    file.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_defaults=True)))
-    runs = tmp_path / "runs"
-    proc = hpo_cli("plan", str(file), "--pilot", "2", "--deadline", "1h", "--storage", str(runs), "--json",
-                   cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr or proc.stdout
-    planned = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert planned["source"]["kind"] == "pilot" and planned["source"]["trials"] >= 2
-    assert all(name.startswith("pilot-pilot-") for name in planned["source"]["sweeps"])
-    assert {s["workers_per_trial"] for s in planned["source"]["shapes"]} == {1, 2}  # the file's and one other
-    assert planned["recommended"] is not None and planned["recommended"]["p_meet"] is not None
-
-    result = hpo.api.run(config, RunOptions(runs, deadline_at=time.time() - 1.0))  # passed: p_meet is 0
-    summary = result.sweep_summary
-    assert len(summary.trials) == 4 and summary.status == "finished"  # nothing cut to meet it
-    assert summary.deadline is not None and summary.deadline.met is False
-    events = [json.loads(line) for line in (runs / "pilot" / "progress_events.jsonl").read_text().splitlines()]
-    assert [e["event"] for e in events].count("deadline") == 1
-    warnings = [e for e in events if e["event"] == "deadline_warning"]
-    assert len(warnings) <= 1 and summary.deadline.warning == (warnings[0]["text"] if warnings else None)
