@@ -74,8 +74,9 @@ def plan_at_start(
 def advice(config: SweepConfig, directory: Path, deadline_s: float, capacity: Capacity | None = None) -> str:
     """What the plan would change, planned on the sweep's journal so far: one clause for the warning.
 
-    ``4 trials at once × 2 workers on local×1 would give 0.86`` (the recommended option's ``p_meet`` for the
-    whole sweep run at that shape from the command's start), or why there is none.
+    ``4 trials at once × 2 workers on 1 local would give 0.86`` (the recommended option's ``p_meet`` for the
+    whole sweep run at that shape from the command's start), the likeliest shape where none reaches the
+    plan's confidence, or why there is none.
     """
     from hpo.plan.planner import plan
 
@@ -88,8 +89,13 @@ def advice(config: SweepConfig, directory: Path, deadline_s: float, capacity: Ca
     if best is None:
         return "no shape the cluster holds would meet it"
     nodes = ", ".join(f"{count} {name}" for name, count in best.nodes.items())
-    return (f"{best.max_concurrent} trials at once × {best.workers_per_trial} workers on {nodes} would give "
-            f"{best.p_meet:.2f}" if best.p_meet is not None else f"{best.shape.label} on {nodes}")
+    workers = f"{best.workers_per_trial} worker{'s' if best.workers_per_trial != 1 else ''}"
+    shape = f"{best.max_concurrent} trials at once × {workers} on {nodes}"
+    if best.p_meet is None:
+        return shape
+    if best.p_meet < made.confidence:
+        return f"none meets it with {made.confidence:.0%}; the likeliest, {shape}, would give {best.p_meet:.2f}"
+    return f"{shape} would give {best.p_meet:.2f}"
 
 
 def node_bundles(nodes: dict[str, int], capacity: Capacity) -> list[dict[str, float]]:

@@ -93,13 +93,13 @@ def test_the_warning_is_given_once_when_p_meet_first_falls_below_one_half():
 
     def advise(p: float) -> str:
         asked.append(p)
-        return "4 trials at once × 1 workers on 1 local would give 0.90"
+        return "4 trials at once × 1 worker on 1 local would give 0.90"
 
     watch = DeadlineWatch(2_000_000_000.0, advise)
     assert watch.check(None) is None and watch.check(0.9) is None and watch.check(WARN_BELOW) is None
     line = watch.check(0.31)
     assert line is not None and line.startswith("p_meet 0.31 < 0.5 for the deadline ")
-    assert line.endswith(": 4 trials at once × 1 workers on 1 local would give 0.90")
+    assert line.endswith(": 4 trials at once × 1 worker on 1 local would give 0.90")
     assert watch.check(0.2) is None and watch.check(0.9) is None and watch.check(0.1) is None
     assert asked == [0.31] and watch.warned == line and watch.last == 0.1
 
@@ -153,7 +153,10 @@ def test_the_plan_at_the_start_predicts_the_own_shape_and_the_advice_names_the_r
     text = advice(config, history, 10.0, nodes)
     best = start.plan.recommended
     assert best is not None and best.max_concurrent >= 2  # 10 s needs at least two at once
-    assert text.startswith(f"{best.max_concurrent} trials at once × 1 workers on {best.nodes['n1']} n1 would give ")
+    shape = f"{best.max_concurrent} trials at once × 1 worker on {best.nodes['n1']} n1"
+    assert text == f"{shape} would give {best.p_meet:.2f}"
+    hopeless = advice(config, history, 1.0, nodes)  # 8 trials of 2 s cannot end within 1 s
+    assert hopeless.startswith("none meets it with 80%; the likeliest, ") and hopeless.endswith("would give 0.00")
 
 
 def test_the_advice_without_an_ended_trial_says_so(tmp_path):
