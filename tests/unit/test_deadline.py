@@ -289,3 +289,14 @@ def test_run_options_refuse_a_deadline_that_is_no_time(tmp_path):
 
     with pytest.raises(ConfigError, match="--deadline"):
         RunOptions(tmp_path, deadline_at=math.nan)
+
+
+def test_hpo_status_of_an_ended_sweep_says_whether_it_met_its_deadline(tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "s").mkdir(parents=True)
+    section = {"deadline_at": 1_800_000_000.0, "deadline_s": 600.0, "p_meet": 0.42, "met": False}
+    (runs / "s" / "summary.json").write_text(json.dumps(_summary(deadline=section)))
+    shown = hpo_cli("status", "s", "--storage", str(runs), cwd=tmp_path)
+    assert shown.returncode == 0 and "missed (the last forecast gave p_meet 0.42)" in shown.stdout
+    (runs / "s" / "summary.json").write_text(json.dumps(_summary()))
+    assert "deadline" not in hpo_cli("status", "s", "--storage", str(runs), cwd=tmp_path).stdout
