@@ -336,4 +336,3 @@ def _browser_draws_every_figure(report: Path, profile: Path) -> None:
     shot = artifacts / "report.png"
     taken = _chromium(report, profile, "--window-size=1280,3000", f"--screenshot={shot}")
     assert taken.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
-
