@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ def tune(
     overwrite: bool = False,
     progress: bool = True,
     options: RunOptions | None = None,
+    deadline_s: float | None = None,
 ) -> TuneResult:
     """Runs a sweep and returns its result, showing its progress as it runs.
 
@@ -72,7 +74,10 @@ def tune(
             without it (or ``resume``) a used name is an error.
         progress: Show a live view of the trials, the estimated time left and cost (in a notebook or on a
             terminal; plain lines elsewhere). False: quiet.
-        options: All run options at once (a :class:`RunOptions`); replaces storage … progress.
+        options: All run options at once (a :class:`RunOptions`); replaces storage … progress and deadline_s.
+        deadline_s: Seconds from now by which the sweep should end (``--deadline``): ``p_meet`` in the
+            progress, one warning below 0.5, the plan's nodes asked of a cluster's autoscaler; no trial is
+            stopped for it (docs/plan.md). None: no deadline.
 
     Returns:
         The sweep's :class:`TuneResult`.
@@ -90,6 +95,7 @@ def tune(
     options = options or RunOptions(
         storage, address, resume, console if progress else None,
         WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode), overwrite=overwrite,
+        deadline_at=None if deadline_s is None else time.time() + deadline_s,
     )
     return run(sweep, options, overrides=option_overrides(num_samples, name, mlflow_uri))
 

@@ -6,6 +6,7 @@ take it as it is.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -89,6 +90,9 @@ class RunOptions:
         warm_start: Seed the study from a previous sweep; None: a fresh study.
         overwrite: Start a sweep again under a name that already ran (its Optuna study is dropped).
         progress: How progress is shown on ``console`` (see :data:`ProgressMode`).
+        deadline_at: Unix time by which the sweep should end (``--deadline``): the views and ``hpo status``
+            show ``p_meet``, hpo warns once when it falls below 0.5, and on a cluster asks the autoscaler for
+            the nodes a plan recommends. Nothing is stopped or cut to meet it. None: no deadline.
     """
 
     storage: Storage = DEFAULT_STORAGE  # type: ignore[assignment]  # parsed in __post_init__
@@ -98,9 +102,13 @@ class RunOptions:
     warm_start: WarmStart | None = None
     overwrite: bool = False
     progress: ProgressMode = "auto"
+    deadline_at: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "storage", Storage.parse(self.storage))
+        if self.deadline_at is not None and not (isinstance(self.deadline_at, (int, float))
+                                                 and math.isfinite(self.deadline_at) and self.deadline_at > 0):
+            raise ConfigError(f"--deadline: {self.deadline_at!r} is not a time; give e.g. 6h or 2026-11-30T06:00")
         if self.progress not in PROGRESS_MODES:
             raise ConfigError(f"progress: '{self.progress}' is not allowed; use one of {', '.join(PROGRESS_MODES)}")
         if self.resume and self.overwrite:

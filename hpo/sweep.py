@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hpo import compat, kinds
+from hpo import compat, deadline, kinds
 from hpo.config import SweepConfig
 from hpo.driver import check_not_running, recorded_driver
 from hpo.errors import ConfigError, SweepAborted, SweepInterrupted
@@ -49,6 +49,7 @@ def run_sweep(
         SweepAborted: The sweep itself could not go on.
     """
     check_not_running(options.sweep_dir(config.name), config.name, source)
+    earlier = deadline.earlier_round(config, options)  # the plan's history, before a rerun clears the journal
     finished = prepare_rerun(config.name, options, source)
     if finished is not None:
         return _report_finished(finished, options)
@@ -56,11 +57,12 @@ def run_sweep(
         spec = spec or preflight(config, options.storage, source)  # nothing is written or announced before
         # driver.json: where `hpo stop NAME` finds this process (removed when the sweep ends)
         with recorded_driver(options.sweep_dir(config.name)):
-            return _run(config, options, source, spec, interrupt)
+            return _run(config, options, source, spec, interrupt, earlier)
 
 
 def _run(
-    config: SweepConfig, options: RunOptions, source: str, spec: TrialSpec, interrupt: Interruption
+    config: SweepConfig, options: RunOptions, source: str, spec: TrialSpec, interrupt: Interruption,
+    earlier: Any = None,
 ) -> TuneResult:
     """:func:`run_sweep` once the name is cleared and the checks passed, with SIGINT/SIGTERM held."""
     from hpo.progress.placement_watch import PlacementWatch
@@ -88,7 +90,10 @@ def _run(
         monitor.progress.clock = clock.now
     sweep_dir = options.sweep_dir(config.name)
     save_config(sweep_dir, config)  # what `hpo repeat` re-runs
+    say = options.console.print if options.console is not None else None
+    to_deadline = deadline.start(config, options, monitor, earlier, say)
     monitor.checked()
+    deadline.journal(to_deadline, monitor)
     if options.storage.remote:  # the views say when the object storage stops answering (uploads then wait)
         monitor.watch_storage(options.storage.probe)
     kind = tracker_kind()
@@ -119,12 +124,14 @@ def _run(
         monitor.close("interrupted")
         tracker.interrupt(None)
         _push_state(options, config.name)
+        deadline.release(to_deadline)
         stop_ray(started_ray)
         raise SweepInterrupted(interrupt.signum or signal.SIGINT, config.name) from None
     except Exception as exc:
         if _storage_down(options, exc):  # Tune could not read or save its state: resumable once it answers
             monitor.close("interrupted")
             tracker.interrupt(None)
+            deadline.release(to_deadline)
             stop_ray(started_ray)
             raise SweepAborted(
                 f"sweep '{config.name}' interrupted: {options.storage} does not answer ({failure_line(exc)}); "
@@ -133,12 +140,15 @@ def _run(
             ) from exc
         tracker.fail()
         _push_state(options, config.name)
+        deadline.release(to_deadline)
         stop_ray(started_ray)
         raise SweepAborted(f"sweep '{config.name}' stopped: {failure_line(exc)}") from exc
     storage_stopped = set(monitor.storage_interrupted)  # ended because the storage did not answer: resumable
     interrupted = interrupt.interrupted or bool(storage_stopped)
     monitor.close("interrupted" if interrupted else "finished")
-    path, summary = _write_up(config, options, results, tracker, started, interrupted, storage_stopped)
+    path, summary = _write_up(config, options, results, tracker, started, interrupted, storage_stopped,
+                              lambda status: deadline.section(to_deadline, monitor, sweep_dir, status))
+    deadline.release(to_deadline)
     stop_ray(started_ray)
     if interrupt.signum is not None:
         raise SweepInterrupted(interrupt.signum, config.name, path)
@@ -172,7 +182,7 @@ def _push_state(options: RunOptions, name: str) -> None:
 
 def _write_up(
     config: SweepConfig, options: RunOptions, results: Any, tracker: Tracker, started: float, interrupted: bool,
-    storage_stopped: set[str] | frozenset[str] = frozenset(),
+    storage_stopped: set[str] | frozenset[str] = frozenset(), deadline_section: Any = None,
 ) -> tuple[Path, SweepSummary]:
     """Closes the study and the MLflow runs, writes ``summary.json`` and copies the driver state to the storage.
 
@@ -192,6 +202,8 @@ def _write_up(
     goal = goal_status(config, rows) if config.objective.goal is not None else None
     summary = build_summary(config, rows, tracker.summary_section(), time.time() - started, goal,
                             "interrupted" if interrupted else "finished")
+    if deadline_section is not None and (section := deadline_section(summary.status)) is not None:
+        summary.deadline = section
     report = _report(config, options, summary)
     best_id = summary.best.trial_id if summary.best else None  # the summary's rule (best mean with repeats)
     best = next((r for r in rows if r.trial_id == best_id), None)

@@ -3,7 +3,8 @@
 ``STORAGE/NAME/summary.json`` is the contract CI jobs, notebooks and hpo's own commands read. Its
 serialisation is :meth:`SweepSummary.to_json` (the keys below, ``schema_version`` first); a key that a
 sweep did not produce stays out of the file (``goal`` without ``objective.goal``, ``repeat_of`` unless
-``hpo repeat`` started it, ``best``'s ``mean``/``std``/``ci_low``/``ci_high``/``n`` without repeats, a
+``hpo repeat`` started it, ``deadline`` without ``--deadline``,
+``best``'s ``mean``/``std``/``ci_low``/``ci_high``/``n`` without repeats, a
 trial's ``error`` unless it failed, ``mlflow``'s ``model``/``pending_writes``/``spool`` until the tracker
 filled them in). Keys hpo does not know are kept as they were.
 
@@ -140,6 +141,29 @@ class TrackingUpdate(BaseModel):
     spool: str | None
 
 
+class DeadlineSection(_Part):
+    """``deadline``: the time a sweep was run to (``--deadline``), and whether it ended by it.
+
+    Attributes:
+        deadline_at: The deadline (Unix time).
+        deadline_s: Seconds from the command's start to the deadline.
+        p_meet: The last probability of ending by it the live forecast gave while trials were left (None:
+            the sweep ended before a forecast).
+        met: Whether the sweep ended (its summary written) by the deadline.
+        warning: The line hpo said when ``p_meet`` first fell below 0.5 (None: it never did).
+        predicted_wall_s: The plan's median wall time for the sweep's shape at its start (None: no plan).
+        requested: Node type → nodes asked of the cluster's autoscaler at the start (None: none asked).
+    """
+
+    deadline_at: float
+    deadline_s: float
+    p_meet: float | None = None
+    met: bool
+    warning: str | None = None
+    predicted_wall_s: float | None = None
+    requested: dict[str, int] | None = None
+
+
 class SweepSummary(_Part):
     """A sweep's ``summary.json``.
 
@@ -155,6 +179,7 @@ class SweepSummary(_Part):
         wall_time_s: Seconds the sweep took.
         goal: Whether ``objective.goal`` was reached (only when the sweep has a goal).
         repeat_of: The sweep this one repeats (only for a sweep ``hpo repeat`` started).
+        deadline: The deadline it ran to and whether it met it (only for a sweep run with ``--deadline``).
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -168,6 +193,7 @@ class SweepSummary(_Part):
     wall_time_s: float | None = None
     goal: Goal | None = None
     repeat_of: str | None = None
+    deadline: DeadlineSection | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -20,7 +20,15 @@ from hpo.cli.errors import one_line_errors
 from hpo.cli.init import init
 from hpo.cli.install_stack import install_stack
 from hpo.cli.listing import list_sweeps
-from hpo.cli.options import AddressOption, JsonOption, MlflowUriOption, QuietOption, SetOption, StorageOption
+from hpo.cli.options import (
+    AddressOption,
+    DeadlineOption,
+    JsonOption,
+    MlflowUriOption,
+    QuietOption,
+    SetOption,
+    StorageOption,
+)
 from hpo.cli.plan import plan
 from hpo.cli.queue import cancel, logs, queue, submit
 from hpo.cli.status import status
@@ -135,6 +143,7 @@ def tune(
         ),
     ] = None,
     sets: SetOption = None,
+    deadline: DeadlineOption = None,
 ) -> None:
     """Run a sweep; print the best trial and where the results are.
 
@@ -150,7 +159,13 @@ def tune(
         raise ConfigError(f"{file}: --quiet: cannot be combined with --json-progress; pass one of them")
     warm = WarmStart.from_flags(warm_start, warm_start_k, warm_start_mode)
     mode = "json" if json_progress else "off" if quiet else "auto"
-    options = RunOptions(storage, address, resume, None if quiet else console, warm, overwrite=overwrite, progress=mode)
+    at = None
+    if deadline is not None:
+        from hpo.cli.plan import deadline_at
+
+        at = deadline_at(file, deadline, passed_ok=True)
+    options = RunOptions(storage, address, resume, None if quiet else console, warm, overwrite=overwrite,
+                         progress=mode, deadline_at=at)
     overrides = set_overrides(file, sets) | option_overrides(num_samples, name, mlflow_uri)
     if partition_by or partition or _lists_partitions(file):
         _tune_partitions(file, options, overrides, partition_by, partition)
@@ -356,6 +371,9 @@ def report(
         return
     _print_ranked(summary)
     _print_statistics(summary.statistics)
+    from hpo.cli.plan import show_rounds
+
+    show_rounds(store, name)
 
 
 def _print_ranked(summary: SweepSummary) -> None:

@@ -33,6 +33,11 @@ SetOption = Annotated[
     Optional[list[str]],
     typer.Option("--set", help="Replace a sweep-file key: KEY=VALUE, the value read as YAML (trial.max_epochs=3)."),
 ]
+DeadlineOption = Annotated[
+    Optional[str],
+    typer.Option(help="When the sweep should end: a duration from now (6h, 90m) or a time (2026-11-30T06:00); "
+                 "shows p_meet, warns once below 0.5, never stops a trial."),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object (schema: docs/cli.md).")]
 
 

@@ -107,6 +107,66 @@ def deadline_seconds(file: Path, text: str, now: datetime | None = None) -> floa
     return seconds
 
 
+def deadline_at(file: Path, text: str, *, passed_ok: bool = False, now: float | None = None) -> float:
+    """The Unix time of ``--deadline`` on ``hpo tune``/``submit``: a duration from now, or a date and time.
+
+    Args:
+        file: The sweep file (for error messages).
+        text: The flag's value.
+        passed_ok: Accept a time already passed (``hpo tune`` of a queued sweep that waited past it).
+        now: Now (Unix time; default: the clock's).
+
+    Raises:
+        ConfigError: Neither a duration nor a time, or (unless ``passed_ok``) a time already passed.
+    """
+    import time
+
+    from hpo.cluster.duration import parse_duration
+
+    now = time.time() if now is None else now
+    try:
+        return now + parse_duration(text, key="--deadline")
+    except ConfigError:
+        pass
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigError(f"{file}: --deadline: {text!r} is neither a duration nor a time; write e.g. 6h, 1h30m "
+                          "or 2026-11-30T06:00") from None
+    at = when.timestamp()  # a time without an offset is local time
+    if at <= now and not passed_ok:
+        raise ConfigError(f"{file}: --deadline: {text} has passed; give a time to come or a duration")
+    return at
+
+
+def iso(at: float) -> str:
+    """A Unix time as an ISO date and time with its UTC offset (what ``hpo submit`` hands the queued job)."""
+    return datetime.fromtimestamp(at).astimezone().isoformat(timespec="seconds")
+
+
+def show_rounds(storage: Storage, name: str) -> None:
+    """``hpo report``'s plan section: each round's predicted against its real wall time (nothing without one)."""
+    from hpo.plan.rounds import read_rounds
+
+    rounds = read_rounds(storage.state_dir(name))
+    if not rounds:
+        return
+    table = Table(title="plan: predicted vs actual wall time (from the command's start)", box=None, pad_edge=False)
+    for column in ("started", "by", "predicted [80%]", "actual", "error", "deadline", "met"):
+        table.add_column(column, justify="left" if column in ("started", "by") else "right", no_wrap=True)
+    for entry in rounds:
+        started = datetime.fromtimestamp(entry.started_at).strftime("%m-%d %H:%M")
+        interval = (f"{_duration(entry.wall_s_median)} [{_duration(entry.wall_s_low)}-"
+                    f"{_duration(entry.wall_s_high)}]")
+        deadline = datetime.fromtimestamp(entry.deadline_at).strftime("%m-%d %H:%M")
+        actual = _duration(entry.wall_s) + ("" if entry.status == "finished" else f" ({entry.status})")
+        table.add_row(started, entry.source, interval, actual, f"{entry.error:+.0%}", deadline,
+                      "yes" if entry.met else "no")
+    console.print(table)
+    inside = sum(r.inside for r in rounds)
+    console.print(f"{inside} of {len(rounds)} actual wall times inside the predicted 80% interval", highlight=False)
+
+
 def plan_json(result: Plan) -> dict[str, Any]:
     """``hpo plan --json``: the plan as one JSON object (docs/cli.md)."""
     data = asdict(result)

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hpo.cli.errors import one_line_errors
-from hpo.cli.options import JsonOption, SetOption, StorageOption
+from hpo.cli.options import DeadlineOption, JsonOption, SetOption, StorageOption
 from hpo.errors import ConfigError
 from hpo.queue import EntryState, QueueEntry, QueueStore, in_order
 from hpo.storage import DEFAULT_STORAGE, Storage
@@ -71,6 +71,7 @@ def submit(
                      "between this git commit and HEAD; names get HEAD's short commit id."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of {name, state, position}.")] = False,
+    deadline: DeadlineOption = None,
 ) -> None:
     """Queue sweeps on a cluster: checked, packaged with their code, run in priority order by its dispatcher."""
     from hpo.cli.main import set_overrides
@@ -80,6 +81,11 @@ def submit(
 
     if name is not None and len(files) != 1:
         raise ConfigError(f"{files[0]}: --name: names one sweep; submit one file with --name, or drop it")
+    deadline_arg = []
+    if deadline is not None:  # a time of the user's clock now: the job gets it as a date and time
+        from hpo.cli.plan import deadline_at, iso
+
+        deadline_arg = [f"--deadline={iso(deadline_at(files[0], deadline))}"]
     root = Path.cwd()
     store = QueueStore(storage)
     parsed = store.storage
@@ -113,7 +119,7 @@ def submit(
             raise ConfigError(f"{file}: name: sweep '{sweep}' exists in {parsed}; pass --name to queue another one")
         names.append(sweep)
     jobs = _jobs(address, storage, required=True, start=False) if checked else None
-    extra = [f"--set={pair}" for pair in sets or []]
+    extra = [f"--set={pair}" for pair in sets or []] + deadline_arg
     entries = store.entries()
     for (_, _, inputs), sweep in zip(checked, names, strict=True):
         package = store_package(parsed, build(inputs))

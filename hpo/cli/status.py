@@ -82,3 +82,9 @@ def status(
     console.print(f"{name}: {data['state']}, {data['trials']} trials ({counts})", highlight=False)
     if data["best_trial_id"]:
         console.print(f"best: {data['best_trial_id']} {data['metric']}={number(data['best_value'])}", highlight=False)
+    if summary.deadline is not None:
+        from hpo.progress.deadline import clock_time
+
+        d = summary.deadline
+        last = "" if d.p_meet is None else f" (the last forecast gave p_meet {d.p_meet:.2f})"
+        console.print(f"deadline {clock_time(d.deadline_at)}: {'met' if d.met else 'missed'}{last}", highlight=False)

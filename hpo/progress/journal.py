@@ -52,9 +52,12 @@ class Journal:
 
 def sweep_event(progress: SweepProgress) -> dict[str, Any]:
     """The first line of a segment: what :func:`replay` needs to rebuild ``progress``."""
-    return {"event": "sweep", "t": progress.started, "name": progress.name, "metric": progress.metric,
-            "samples_per_epoch": progress.samples_per_epoch, "plan": asdict(progress.plan),
-            "process_started": process_started()}
+    event = {"event": "sweep", "t": progress.started, "name": progress.name, "metric": progress.metric,
+             "samples_per_epoch": progress.samples_per_epoch, "plan": asdict(progress.plan),
+             "process_started": process_started()}
+    if progress.deadline_at is not None:
+        event["deadline_at"] = progress.deadline_at
+    return event
 
 
 def process_started() -> float | None:
@@ -126,6 +129,7 @@ def replay(segment: list[dict[str, Any]], until: float | None = None, samples: i
     head = segment[0]
     progress = SweepProgress(head["name"], head["metric"], SweepPlan(**head["plan"]),
                              samples_per_epoch=head.get("samples_per_epoch"), started=head["t"], samples=samples)
+    progress.deadline_at = head.get("deadline_at")
     for event in segment[1:]:
         now = event["t"]
         if until is not None and now > until:

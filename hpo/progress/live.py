@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from hpo.progress.deadline import p_meet
 from hpo.progress.sweep import SweepEstimate, SweepPlan, TrialHistory, estimate_sweep
 from hpo.progress.trial import estimate_trial
 
@@ -123,6 +124,8 @@ class Snapshot:
         resources_waiting: Placement groups unplaced now.
         resources_note: Why, where known (``node 3fa2b1c0 lost``).
         resources_waited_s: Seconds the sweep has spent waiting for resources so far (ended waits).
+        deadline_at: Unix time by which the sweep should end (``--deadline``), or None.
+        p_meet: The share of the forecast's futures that end by then (None: no deadline or no timings yet).
     """
 
     name: str
@@ -159,6 +162,8 @@ class Snapshot:
     resources_waiting: int = 0
     resources_note: str = ""
     resources_waited_s: float = 0.0
+    deadline_at: float | None = None
+    p_meet: float | None = None
 
     @property
     def ended(self) -> int:
@@ -218,6 +223,8 @@ class SweepProgress:
             simulated clock, which starts at ``started``); None: the wall clock. A snapshot's ``time`` is the
             wall clock's either way.
         estimate_cost_s: Seconds the last sweep estimate took (what a caller bounds its refresh rate by).
+        deadline_at: Unix time by which the sweep should end (``--deadline``); None: none. Snapshots then
+            carry ``p_meet``, read from the last estimate's draws.
     """
 
     def __init__(
@@ -235,7 +242,9 @@ class SweepProgress:
         self.recorder: Callable[[dict[str, Any]], None] | None = None
         self.clock: Callable[[], float] | None = None
         self.estimate_cost_s = 0.0
+        self.deadline_at: float | None = None
         self._estimate: SweepEstimate | None = None
+        self._estimated_at = 0.0  # the sweep clock's time of the last estimate
         self._estimates: dict[str, tuple[tuple[int, int], Any]] = {}  # running trial -> (inputs, its estimate)
         self._seq: dict[str, int] = {}  # trial id -> its place in self.trials (ties go to the earlier trial)
         self._stale = False
@@ -392,6 +401,7 @@ class SweepProgress:
             # The first trials of a sweep start its workers; later ones start on workers an ended trial warmed.
             histories = [self._history_of(t, warm=i >= plan.max_concurrent) for i, t in enumerate(self.trials.values())]
             self._estimate = estimate_sweep(histories, plan, samples=self.samples)
+            self._estimated_at = now
             self.estimate_cost_s = time.perf_counter() - clock
         sweep = self._estimate
         best_id, best_value = self.best()
@@ -413,6 +423,9 @@ class SweepProgress:
                            if self.samples_per_epoch and elapsed > 0 else None),
             best_trial_id=best_id, best_value=best_value, method=sweep.method,
             trials=tuple(self._line(t, now) for t in running) + tuple(self._ended_lines),
+            deadline_at=self.deadline_at,
+            p_meet=None if self.deadline_at is None else _rounded(
+                p_meet(sweep.remaining_s_draws, self._estimated_at, self.deadline_at)),
         )
 
     def _history_of(self, track: TrialTrack, warm: bool) -> TrialHistory:
@@ -471,6 +484,10 @@ def _better_first(candidate: tuple[int, str, float], best: tuple[int, str, float
     if candidate[2] == best[2]:
         return candidate[0] < best[0]
     return candidate[2] > best[2] if mode == "max" else candidate[2] < best[2]
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def _finite(value: float) -> float | None:

@@ -23,6 +23,7 @@ from typing import Any
 from ray.tune import Callback
 
 from hpo.object_store import error_status
+from hpo.progress.deadline import DeadlineWatch
 from hpo.progress.journal import Journal, sweep_event
 from hpo.progress.live import Snapshot, SweepProgress, TrialLine
 from hpo.progress.placement_watch import ResourceWait
@@ -89,6 +90,8 @@ class SweepMonitor(Callback):
         self.resource_wait: ResourceWait | None = None
         #: Seconds spent waiting for resources in waits that ended.
         self.resources_waited_s = 0.0
+        #: The sweep's deadline, whose warning it gives once (:mod:`~hpo.progress.deadline`); None: none.
+        self.deadline: DeadlineWatch | None = None
         self._lock = threading.RLock()
         self.last_tick = 0.0
         self.last_log = -math.inf
@@ -99,7 +102,7 @@ class SweepMonitor(Callback):
         # Tune pickles its callbacks with the Tuner; a resumed sweep is given a new monitor instead.
         return {"progress": None, "header": self.header, "views": [], "live_file": None, "events_file": None,
                 "log": None, "storage_watch": None, "reported_at": {}, "storage_interrupted": set(),
-                "resource_wait": None, "resources_waited_s": 0.0}
+                "resource_wait": None, "resources_waited_s": 0.0, "deadline": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, tick_s=2.0, log_every_s=30.0, last_tick=0.0, last_log=-math.inf,
@@ -253,9 +256,35 @@ class SweepMonitor(Callback):
                 view.update(snapshot)
             if fresh:
                 self._write(snapshot)
+                self._deadline(snapshot)
         if fresh:
             self._log_forecast(snapshot)
         return snapshot
+
+    def _deadline(self, snapshot: Snapshot) -> None:
+        """The first time ``p_meet`` falls below 0.5: one line on the views, the log and the journal."""
+        watch = getattr(self, "deadline", None)
+        recorder = getattr(self.progress, "recorder", None)
+        if (watch is not None and watch.prediction is None and recorder is not None
+                and snapshot.method == "monte-carlo" and snapshot.remaining_s_median is not None
+                and watch.started_at is not None):  # the first forecast: the report's predicted wall time
+            spent = snapshot.time - watch.started_at
+            watch.prediction = {"source": "forecast", "wall_s_median": spent + snapshot.remaining_s_median,
+                                "wall_s_low": spent + (snapshot.remaining_s_low or 0.0),
+                                "wall_s_high": spent + (snapshot.remaining_s_high or 0.0)}
+            recorder({"event": "prediction", "t": snapshot.time, "deadline_at": watch.deadline_at,
+                      **watch.prediction})
+        # a prior's forecast (no epoch timed yet) is no ground for a warning
+        line = None if watch is None or snapshot.method == "prior" else watch.check(
+            snapshot.p_meet, done=snapshot.method == "done")
+        if line is None:
+            return
+        logger.info("sweep %s: %s", self.progress.name, line)
+        if recorder is not None:
+            recorder({"event": "deadline_warning", "t": time.time(), "p_meet": snapshot.p_meet,
+                      "deadline_at": watch.deadline_at, "text": line})  # type: ignore[union-attr]
+        for view in self.views:
+            view.note(snapshot, line)
 
     def _with_storage(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` with the trials' wait for resources and the storage's state.
@@ -310,6 +339,7 @@ class SweepMonitor(Callback):
             "forecast_remaining_s": snapshot.remaining_s_median,
             "forecast_remaining_s_low": snapshot.remaining_s_low,
             "forecast_remaining_s_high": snapshot.remaining_s_high,
+            "forecast_p_meet": snapshot.p_meet,
             "forecast_cost_total": snapshot.cost_total_median,
             "progress_trials_ended": float(snapshot.ended),
             "progress_epochs_per_min": snapshot.epochs_per_min,

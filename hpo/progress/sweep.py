@@ -33,7 +33,7 @@ trials record later moving the scheduler's cut-offs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
@@ -192,6 +192,8 @@ class SweepEstimate:
         cost_low: 10th percentile; None without a price or timings.
         cost_high: 90th percentile; None without a price or timings.
         method: ``done`` (nothing left), ``prior`` (no started trial to learn lengths from) or ``monte-carlo``.
+        remaining_s_draws: Every simulated future's seconds until the sweep ends (what a deadline's
+            probability is read from); None without timings, empty when nothing is left.
     """
 
     remaining_s_median: float | None
@@ -210,6 +212,7 @@ class SweepEstimate:
     cost_low: float | None
     cost_high: float | None
     method: str
+    remaining_s_draws: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
 def _spent(trials: list[TrialHistory], plan: SweepPlan) -> float | None:
@@ -360,6 +363,7 @@ def _nothing_left(counts: dict, started: int, plan: SweepPlan) -> SweepEstimate:
         cost_low=cost,
         cost_high=cost,
         method="done",
+        remaining_s_draws=np.zeros(0),
     )
 
 
@@ -408,4 +412,5 @@ def estimate_sweep(trials: list[TrialHistory], plan: SweepPlan, *, samples: int 
         cost_low=cost[0],
         cost_high=cost[2],
         method="monte-carlo" if learnt else "prior",
+        remaining_s_draws=None if queue.remaining_s is None else np.asarray(queue.remaining_s, dtype=float),
     )

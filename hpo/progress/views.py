@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
+from hpo.progress.deadline import clock_time
 from hpo.progress.live import Snapshot, TrialLine
 
 
@@ -57,6 +58,10 @@ class View(Protocol):
 
     def trial_event(self, snapshot: Snapshot, trial: TrialLine, event: str, detail: str = "") -> None:
         """``first_epoch`` or ``ended`` (``detail``: a failed trial's error line)."""
+        ...
+
+    def note(self, snapshot: Snapshot, text: str) -> None:
+        """A line about the sweep said once (``p_meet`` fell below 0.5 for its deadline)."""
         ...
 
     def close(self, snapshot: Snapshot) -> None:
@@ -123,6 +128,8 @@ def sweep_text(snapshot: Snapshot, currency: str = "$") -> str:
         left += " (prior)"
     if s.resources_waiting_since is not None and s.remaining_s_median is not None:
         left += " once placed"  # the estimate counts training time; the wait comes on top
+    if s.p_meet is not None and s.deadline_at is not None:
+        left += f", p_meet {s.p_meet:.2f} for {clock_time(s.deadline_at)}"
     parts.append(f"{duration(s.elapsed_s)} elapsed, {left}")
     if s.cost_spent is not None:
         cost = f"cost {money(s.cost_spent, currency)} so far"
@@ -194,6 +201,10 @@ class PlainView:
         else:
             self._print(ended_text(snapshot, trial, detail))
 
+    def note(self, snapshot: Snapshot, text: str) -> None:
+        """Prints the line at once."""
+        self._print(text)
+
     def close(self, snapshot: Snapshot) -> None:
         """Prints the last sweep line."""
         self._print(sweep_text(snapshot, self.currency))
@@ -259,6 +270,15 @@ class LiveView:
             self.last = 0.0
             self.update(snapshot)
 
+    def note(self, snapshot: Snapshot, text: str) -> None:
+        """The line scrolls above the live area."""
+        if self.live is not None:
+            self.live.console.print(text, highlight=False, markup=False)
+            self.last = 0.0
+            self.update(snapshot)
+        else:
+            self.console.print(text, highlight=False, markup=False)
+
     def close(self, snapshot: Snapshot) -> None:
         """Draws the last state and leaves it on screen."""
         if self.live is not None:
@@ -298,6 +318,10 @@ class JsonView:
         from dataclasses import asdict
 
         self._emit(_json_safe({"event": "trial", "kind": event, "trial": asdict(trial), "detail": detail}))
+
+    def note(self, snapshot: Snapshot, text: str) -> None:
+        """``{"event": "note", "text"}``."""
+        self._emit({"event": "note", "text": text})
 
     def close(self, snapshot: Snapshot) -> None:
         """``{"event": "end", ...snapshot}``."""

@@ -56,3 +56,25 @@ def test_a_planned_shape_run_for_real_ends_inside_the_printed_interval(tmp_path)
     tune(second, runs)
     real = time.time() - began
     assert option["wall_s_low"] <= real <= option["wall_s_high"], (real, option)
+
+
+def test_a_pilot_runs_real_trials_at_two_shapes_and_the_plan_learns_from_them(tmp_path):
+    """``hpo plan --pilot 2``: two real pilot sweeps (the file's 2 workers per trial and 1), then a plan from
+    their journals. Nothing here can miss by design; it sits in this module because each pilot is a real sweep
+    (minutes on a shared 2-core machine), too slow for ``make test``."""
+    runs = tmp_path / "runs"
+    file = tmp_path / "pilot.yaml"
+    data = yaml.safe_load(SMALL.read_text())
+    data["name"] = "pilot"
+    file.write_text(yaml.safe_dump(data))
+    proc = subprocess.run([HPO, "plan", str(file), "--pilot", "2", "--deadline", "2h", "--storage", str(runs),
+                           "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    planned = json.loads(proc.stdout.strip().splitlines()[-1])
+    source = planned["source"]
+    assert source["kind"] == "pilot" and source["trials"] == 4, source  # 2 trials at each of 2 shapes
+    assert {s["workers_per_trial"] for s in source["shapes"]} == {1, 2}
+    assert all((runs / name / "progress_events.jsonl").is_file() for name in source["sweeps"])  # really run
+    measured = {(o["max_concurrent"], o["workers_per_trial"]) for o in planned["options"] if o["measured"]}
+    assert (1, 2) in measured and (1, 1) in measured
+    assert planned["recommended"] is not None and planned["recommended"]["p_meet"] is not None

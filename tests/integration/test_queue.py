@@ -224,7 +224,7 @@ def test_changed_sweeps_run_in_priority_order_and_cancel_stops_or_drops_them(hea
     wait_for(lambda: entry(store, f"real-{commit}").state == EntryState.RUNNING, head, store=store)
     urgent = write(repo / "sweeps" / "urgent.yaml", sweep("urgent", mlflow, epochs=60, epoch_s=0.3, samples=2))
     proc = hpo(repo, "submit", str(urgent), "--priority", "5", "--address", head.url, "--storage", str(storage),
-               "--json")
+               "--json", "--deadline", "1h")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [{"name": "urgent", "state": "queued", "position": 1}]  # before own
     listed = json.loads(hpo(repo, "queue", "--storage", str(storage), "--json").stdout)
@@ -244,6 +244,9 @@ def test_changed_sweeps_run_in_priority_order_and_cancel_stops_or_drops_them(hea
     assert real.started_at < urgent_e.started_at
     summary = json.loads((storage / "urgent" / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["mlflow"].get("registered_model") is None
+    # the deadline reached the queued job as a time: an hour from the submission, less what it spent queued
+    assert [a for a in urgent_e.args if a.startswith("--deadline=")], urgent_e.args
+    assert 1800 < summary["deadline"]["deadline_s"] <= 3600 and summary["deadline"]["met"] is True
     time.sleep(3)  # the queue does not resume a sweep the user cancelled
     assert entry(store, "urgent").state == EntryState.INTERRUPTED
     # MLflow: the real sweep's parent run once, each of its trials once

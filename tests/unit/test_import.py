@@ -38,7 +38,7 @@ LAYERS = [
     {"cli"},
     {"api"},
     {"partition"},
-    {"sweep"},
+    {"sweep", "deadline"},
     {"tuner"},
     {"preflight", "summary", "ray_session", "progress", "rerun", "report", "queue", "replay", "plan"},
     {"search", "trial", "tracking", "cluster", "repeats", "interrupt", "driver"},
