@@ -2,7 +2,9 @@
 
 ``python benchmarks/search_peers_plot.py [--results FILE] [--out docs/images]`` writes
 ``search_peers_<task>.png``: mean normalised regret over the seeds against the share of the budget trained,
-one panel per trials-at-once, every method a line (hpo's defaults thick).
+one panel per trials-at-once, every method a line (hpo's defaults thick); and prints the docs' table
+(Markdown: per task and trials-at-once, each method's median epochs-to-B ratio and mean regret at 25/50/100 %
+of the budget with its bootstrap 95 % interval).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ def main() -> None:
     report = json.loads(args.results.read_text())
     args.out.mkdir(parents=True, exist_ok=True)
     points = [0.05 * i for i in range(1, 21)]
+    print(markdown(report))
     for task, entry in report["tasks"].items():
         panels = entry["by_concurrency"]
         fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.2), sharey=True, squeeze=False)
@@ -45,6 +48,26 @@ def main() -> None:
         fig.savefig(path, dpi=72)
         plt.close(fig)
         print(f"wrote {path} ({path.stat().st_size // 1024} KiB)")
+
+
+def markdown(report: dict) -> str:
+    """The results as a Markdown table, development tasks first."""
+    lines = ["| task | at once | method (seeds) | epochs to B (median [IQR]) | regret 25 % | regret 50 % "
+             "| regret 100 % |",
+             "|---|---|---|---|---|---|---|"]
+    tasks = sorted(report["tasks"].items(), key=lambda item: (item[1]["held_out"], item[0]))
+    for task, entry in tasks:
+        label = f"{task} ({'held out' if entry['held_out'] else 'dev'})"
+        for concurrency, result in entry["by_concurrency"].items():
+            for name, m in result["methods"].items():
+                iqr = "–".join("∞" if v is None else f"{v:.2f}" for v in m["ratio_iqr"])
+                ratio = "∞" if m["ratio_median"] is None else f"{m['ratio_median']:.2f}"
+                cells = [f"{m[f'regret_{f}']['mean']:.3f} [{m[f'regret_{f}']['ci95'][0]:.3f}, "
+                         f"{m[f'regret_{f}']['ci95'][1]:.3f}]" for f in (25, 50, 100)]
+                name = f"**{name}**" if name == "hpo" else name
+                lines.append(f"| {label} | {concurrency} | {name} ({m['seeds']}) | {ratio} [{iqr}] | "
+                             + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
