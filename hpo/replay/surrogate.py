@@ -15,9 +15,11 @@ curves (over their recorded seeds) of its ``k`` nearest recorded configurations,
   (NaN) diverges.
 
 Noise comes from the seed repeats: a trial's ``draw`` picks one of the ``noise_pool`` repeated
-configurations nearest to the proposal and a sign, and adds that configuration's seed-to-seed residual
-curve (``(a − b) / √2``: the spread of one seed around the mean of two), so a curve's noise is shaped as
-recorded noise is, per epoch and correlated across epochs, and is deterministic for a draw.
+configurations whose best mean value is nearest to the proposal's (a good configuration's seeds differ
+less than a poor one's) and a sign, and adds that configuration's seed-to-seed residual curve
+(``(a − b) / √2``: the spread of one seed around the mean of two), clipped to the range the table
+recorded; so a curve's noise is shaped as recorded noise is, per epoch and correlated across epochs, and is
+deterministic for a draw.
 
 Only numpy and :mod:`hpo.replay.table` are imported, so the benchmark's peers (in a venv of their own)
 can use it.
@@ -35,7 +37,7 @@ from hpo.replay.table import Curve, CurveTable
 #: Neighbours a proposal's curve is interpolated from.
 DEFAULT_K = 8
 #: Repeated configurations nearest to a proposal its noise is drawn from.
-DEFAULT_NOISE_POOL = 3
+DEFAULT_NOISE_POOL = 5
 
 
 class Surrogate:
@@ -45,7 +47,8 @@ class Surrogate:
         table: The recorded curves.
         k: Neighbours each answer interpolates (1: the nearest recorded configuration's mean curve).
         noise: Add seed-to-seed noise drawn from the table's repeated configurations (False: mean curves).
-        noise_pool: How many of the repeated configurations nearest to a proposal its noise is drawn from.
+        noise_pool: How many repeated configurations, those nearest in best mean value to a proposal's,
+            its noise is drawn from.
         exclude: Configurations left out of the fit (to validate the surrogate on them).
     """
 
@@ -69,6 +72,9 @@ class Surrogate:
                 repeated.append(row)
         self.residuals = np.array(residuals) if residuals else np.zeros((0, table.task.max_epochs))
         self.repeated = np.array(repeated, dtype=int)
+        self.levels = np.array([self._level(self.mean_values[row]) for row in repeated])
+        finite = np.concatenate([c.values[~np.isnan(c.values)] for c in table.curves.values()])
+        self.low, self.high = float(finite.min()), float(finite.max())
 
     def mean_curve(self, params: dict[str, Any]) -> Curve:
         """The noise-free curve of ``params``: its neighbours' mean curves, weighted by 1 / distance²."""
@@ -87,11 +93,16 @@ class Surrogate:
         if not self.noise or len(self.repeated) == 0:
             return curve
         rng = np.random.default_rng(draw)
-        point = np.array(self.table._point(params))
-        distance = np.sum((self.coords[self.repeated] - point) ** 2, axis=1)
+        distance = np.abs(np.nan_to_num(self.levels - self._level(curve.values), nan=np.inf))
         pool = np.argsort(distance, kind="stable")[: self.noise_pool]
         residual = self.residuals[int(rng.choice(pool))] * (1.0 if rng.random() < 0.5 else -1.0)
-        return Curve(curve.values + residual, curve.epoch_s)
+        return Curve(np.clip(curve.values + residual, self.low, self.high), curve.epoch_s)
+
+    def _level(self, values: np.ndarray) -> float:
+        """A curve's best value (NaN: it diverged throughout)."""
+        if np.isnan(values).all():
+            return math.nan
+        return float(np.nanmax(values) if self.table.task.mode == "max" else np.nanmin(values))
 
     def nearest(self, params: dict[str, Any]) -> int:
         """The recorded configuration nearest to ``params`` among those fitted."""
