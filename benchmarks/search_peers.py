@@ -404,7 +404,7 @@ def main() -> None:
     seeds = list(range(5 if args.quick else args.seeds))
     peer_seeds = seeds[: args.peer_seeds] if args.peer_seeds else seeds
     held_out = {t.name: t.held_out for t in TASKS}
-    paths = sorted(args.tables.glob("*.parquet"))
+    paths = sorted(args.tables.glob("*.parquet"), key=lambda p: (held_out.get(p.stem, True), p.stem))  # dev first
     if args.tasks:
         paths = [p for p in paths if p.stem in args.tasks.split(",")]
     if args.time_200:
