@@ -40,7 +40,8 @@ Figures per task and trials-at-once, over the seeds:
 
 Tasks marked held out in ``benchmarks/curves/record.py`` are reported apart (``held_out``). Writes
 ``benchmarks/results/search_peers.json``. ``--quick``: 5 seeds, to try the script. ``--time-200``: only
-times one replayed 200-trial sweep of hpo's defaults per table.
+times one replayed 200-trial sweep of hpo's defaults per table; ``--validate-only``: only the surrogate's
+validation.
 """
 
 from __future__ import annotations
@@ -400,6 +401,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "search_peers.json")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--time-200", action="store_true")
+    parser.add_argument("--validate-only", action="store_true", help="only the surrogate's validation per table")
     args = parser.parse_args()
     seeds = list(range(5 if args.quick else args.seeds))
     peer_seeds = seeds[: args.peer_seeds] if args.peer_seeds else seeds
@@ -413,6 +415,12 @@ def main() -> None:
                   "machine": "shared (2 cores, five users), run under CPU priority"}
         args.out.write_text(json.dumps(report, indent=1) + "\n")
         print(report)
+        return
+    if args.validate_only:
+        report = {"benchmark": "search_surrogate_validation",
+                  "tables": {p.stem: validate_surrogate(CurveTable.read(p)) for p in paths}}
+        args.out.write_text(json.dumps(report, indent=1) + "\n")
+        print(json.dumps(report, indent=1))
         return
     wanted = args.methods.split(",")
     methods = {name: m for name, m in METHODS.items() if name in wanted}
