@@ -3,7 +3,15 @@
 Every method runs on the same table, with the same seeds, the same budget (``--budget`` × ``max_epochs``
 epochs, 50 by default), the same trials-at-once (``--concurrency``, 2 and 8) and the same trial-level
 stopping (Keras EarlyStopping with ``--patience``, ``max_epochs``), on a simulated clock where each epoch
-takes the seconds the table recorded for it. A method sees a configuration's curve only by training it.
+takes the seconds its curve says. A method sees a configuration's curve only by training it.
+
+A proposal is answered by :class:`hpo.replay.Surrogate` fitted on the table (``--answers surrogate``, the
+default: k nearest recorded configurations, 1/distance² weights, noise drawn from the seed repeats), so a
+searcher that refines around a good point gets new, nearby curves instead of the same recorded one again;
+``--answers nearest`` answers with the nearest recorded configuration. The surrogate is validated on each
+table (5-fold over configurations: rank correlation and error of the predicted best epoch against the
+recorded one, next to the seed-to-seed rank correlation of the repeated configurations) and that goes in
+the JSON.
 
 Methods (each through its own library's code):
 
@@ -11,19 +19,29 @@ Methods (each through its own library's code):
   :func:`hpo.replay.replay_sweep` through hpo's own searcher and scheduler;
 - ``random_fifo``: random search, no early stopping (the baseline);
 - ``random_asha``: random search with Ray Tune's ASHA (``random`` + ``asha`` in hpo: Tune's scheduler);
-- ``optuna_hyperband``: Optuna's TPE with Optuna's own ``HyperbandPruner``, by ask and tell.
+- ``optuna_hyperband``: Optuna's TPE with Optuna's own ``HyperbandPruner``, by ask and tell;
+- ``syne_asha``, ``syne_bohb``, ``dehb``, ``smac_hb``: Syne Tune's ASHA and BOHB, DEHB, SMAC3's
+  multi-fidelity facade with Hyperband, in their own venv (``benchmarks/peers/make_venv.sh``; their pins
+  clash with hpo's stack), run by ``benchmarks/peers/adapters.py`` as a subprocess (``--peers-python``);
+  missing venv: the JSON says so. ``--peer-seeds`` runs the slow ones (DEHB, SMAC, BOHB) on fewer seeds.
+- ``--variants``: hpo with other settings of its sweep-file keys (``name:section.key=value,...``), to
+  screen defaults on the development tasks.
 
 Figures per task and trials-at-once, over the seeds:
 
 - ``ratio``: epochs a method trained (in time order) until an epoch reached B, over the budget, where B is
   random + FIFO's best with the whole budget for that seed (a seed where it never does counts as infinite);
-  the median over seeds;
-- normalised regret at 25, 50 and 100 % of the budget: (best in the table − best found) / (best in the
-  table − median of the table's configurations' best epochs), so 0 is the table's best and 1 a typical
-  configuration; mean and standard error over seeds, and a paired Wilcoxon test of hpo against each peer.
+  the median over seeds, with its interquartile range;
+- normalised regret at 25, 50 and 100 % of the budget: (best mean curve in the table − best found) /
+  (best − median of the configurations' best mean epochs), so 0 is the table's best configuration and 1 a
+  typical one (noise can take it below 0); mean, a bootstrap 95 % interval of the mean, and a paired
+  Wilcoxon test of hpo against each peer; the mean regret at 20 points of the budget (``anytime``), for
+  the plots (``benchmarks/search_peers_plot.py``).
 
 Tasks marked held out in ``benchmarks/curves/record.py`` are reported apart (``held_out``). Writes
-``benchmarks/results/search_peers.json``. ``--quick``: 5 seeds, to try the script.
+``benchmarks/results/search_peers.json``. ``--quick``: 5 seeds, to try the script. ``--time-200``: only
+times one replayed 200-trial sweep of hpo's defaults per table; ``--validate-only``: only the surrogate's
+validation.
 """
 
 from __future__ import annotations
@@ -32,8 +50,11 @@ import argparse
 import heapq
 import json
 import math
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,15 +68,24 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "curves"))
 
 import hpo  # noqa: E402
 from hpo.progress.stopping import Rules, State, advance, higher_is_better  # noqa: E402
-from hpo.replay import CurveTable, replay_sweep  # noqa: E402
+from hpo.replay import CurveTable, Surrogate, replay_sweep  # noqa: E402
 
 FRACTIONS = (0.25, 0.5, 1.0)
+#: Points of the budget at which the mean regret is kept for the plots.
+ANYTIME = tuple(round(0.05 * i, 2) for i in range(1, 21))
+#: The peers run in their own venv by ``benchmarks/peers/adapters.py``; the slow ones get ``--peer-seeds``.
+VENV_PEERS = ("syne_asha", "syne_bohb", "dehb", "smac_hb")
+SLOW_PEERS = ("syne_bohb", "dehb", "smac_hb")
 #: ``(simulated seconds, epochs trained so far, value)`` of every epoch a method trained, in time order.
 Events = list[tuple[float, int, float]]
 
 
-def sweep_config(table: CurveTable, seed: int, concurrency: int, patience: int, **search: Any) -> hpo.SweepConfig:
-    """A sweep file for ``table``'s task; ``search`` may set ``algorithm`` and ``scheduler`` (else hpo's defaults)."""
+def sweep_config(table: CurveTable, seed: int, concurrency: int, patience: int,
+                 settings: dict[str, Any] | None = None, **search: Any) -> hpo.SweepConfig:
+    """A sweep file for ``table``'s task; ``search`` may set ``algorithm`` and ``scheduler`` (else hpo's defaults).
+
+    ``settings``: more sweep-file keys, ``{"section.key": value}`` (``scheduler.reduction_factor``, ...).
+    """
     scheduler = search.pop("scheduler", None)
     data: dict[str, Any] = {
         "name": f"peers-{table.task.name}", "model": "hpo.models.mlp:build", "data": {"train": "builtin:digits"},
@@ -66,22 +96,31 @@ def sweep_config(table: CurveTable, seed: int, concurrency: int, patience: int, 
     }
     if scheduler:
         data["scheduler"] = {"type": scheduler}
+    for key, value in (settings or {}).items():
+        *sections, name = key.split(".")
+        node = data
+        for section in sections:
+            node = node.setdefault(section, {})
+        node[name] = value
     return hpo.SweepConfig.model_validate(data)
 
 
-def hpo_method(algorithm: str | None, scheduler: str | None) -> Callable[..., Events]:
+def hpo_method(algorithm: str | None, scheduler: str | None,
+               settings: dict[str, Any] | None = None) -> Callable[..., Events]:
     """A method replayed through hpo's searcher and scheduler (None: hpo's default for that part)."""
 
-    def run(table: CurveTable, seed: int, concurrency: int, budget: int, patience: int) -> Events:
+    def run(table: CurveTable, answers: Surrogate | None, seed: int, concurrency: int, budget: int,
+            patience: int) -> Events:
         search = {k: v for k, v in (("algorithm", algorithm), ("scheduler", scheduler)) if v}
-        result = replay_sweep(sweep_config(table, seed, concurrency, patience, **search), table,
-                              budget_epochs=budget)
+        result = replay_sweep(sweep_config(table, seed, concurrency, patience, settings, **search), table,
+                              budget_epochs=budget, surrogate=answers)
         return [(t, done, v) for t, done, _, v in result.events]
 
     return run
 
 
-def optuna_hyperband(table: CurveTable, seed: int, concurrency: int, budget: int, patience: int) -> Events:
+def optuna_hyperband(table: CurveTable, answers: Surrogate | None, seed: int, concurrency: int, budget: int,
+                     patience: int) -> Events:
     """Optuna's TPE with its own HyperbandPruner, by ask and tell, ``concurrency`` trials at once."""
     import optuna
 
@@ -103,8 +142,8 @@ def optuna_hyperband(table: CurveTable, seed: int, concurrency: int, budget: int
         nonlocal sequence
         trial = study.ask()
         params = _suggest(trial, task.space)
-        config_id = table.nearest(params)
-        curve = table.curve(config_id, int(draws.integers(1 << 30)))
+        draw = int(draws.integers(1 << 30))
+        curve = table.curve(table.nearest(params), draw) if answers is None else answers.curve(params, draw)
         state = advance(State.start(1), higher_is_better(curve.values, task.mode)[None, :], rules)
         running[trial.number] = {"trial": trial, "curve": curve, "stop": int(state.stop[0]), "epoch": 0}
         heapq.heappush(queue, (now + float(curve.epoch_s[0]), sequence, trial.number))
@@ -159,6 +198,26 @@ METHODS: dict[str, Callable[..., Events]] = {
 }
 
 
+def venv_peers(python: Path, table: CurveTable, names: list[str], seeds: list[int], concurrency: int, budget: int,
+               patience: int, answers: str) -> tuple[dict[str, dict[int, Events]], dict[str, str]]:
+    """Runs the peers ``names`` in their venv (``benchmarks/peers/adapters.py``): their events, and versions."""
+    sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
+    from adapters import write_json
+
+    with tempfile.TemporaryDirectory() as tmp:
+        write_json(table, Path(tmp) / "table.json")
+        subprocess.run(
+            [str(python), str(ROOT / "benchmarks" / "peers" / "adapters.py"), "--table", str(Path(tmp) / "table.json"),
+             "--methods", ",".join(names), "--seeds", ",".join(map(str, seeds)), "--concurrency", str(concurrency),
+             "--budget", str(budget), "--patience", str(patience), "--answers", answers,
+             "--out", str(Path(tmp) / "events.json")],
+            check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL)
+        data = json.loads((Path(tmp) / "events.json").read_text())
+    runs = {name: {int(seed): [tuple(e) for e in events] for seed, events in per_seed.items()}
+            for name, per_seed in data["runs"].items()}
+    return runs, data["versions"]
+
+
 def best_within(events: Events, epochs: float, mode: str) -> float:
     """The best value among the first ``epochs`` epochs trained (NaN: none)."""
     values = [v for _, done, v in events if done <= epochs and not math.isnan(v)]
@@ -176,54 +235,152 @@ def epochs_to(events: Events, target: float, mode: str) -> int | None:
 
 
 def table_scale(table: CurveTable) -> tuple[float, float]:
-    """The table's best value and the median of its curves' best epochs (regret's 0 and 1)."""
+    """The best of the table's mean curves (over seeds) and the median of their best epochs (regret's 0 and 1)."""
     sign = 1.0 if table.task.mode == "max" else -1.0
-    bests = [sign * np.nanmax(sign * c.values) for c in table.curves.values() if not np.isnan(c.values).all()]
+    bests = []
+    for config_id in range(len(table.params)):
+        mean = np.mean([table.curves[(config_id, s)].values for s in table.seeds(config_id)], axis=0)
+        if not np.isnan(mean).all():
+            bests.append(sign * np.nanmax(sign * mean))
     return (max(bests) if sign > 0 else min(bests)), float(statistics.median(bests))
 
 
-def run_task(table: CurveTable, seeds: list[int], concurrency: int, budget: int, patience: int) -> dict[str, Any]:
-    """Every method over the seeds on one table at one concurrency: ratios, regrets, tests."""
+def bootstrap_ci(values: np.ndarray, seed: int = 0, resamples: int = 2000) -> list[float]:
+    """A bootstrap 95 % interval of the mean of ``values``."""
+    values = values[~np.isnan(values)]
+    if len(values) < 2:
+        return [math.nan, math.nan]
+    means = np.random.default_rng(seed).choice(values, (resamples, len(values))).mean(axis=1)
+    return [round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4)]
+
+
+def validate_surrogate(table: CurveTable, folds: int = 5, k_values: tuple[int, ...] = (1, 8)) -> dict[str, Any]:
+    """How well the surrogate predicts configurations it was not fitted on (5-fold over configurations).
+
+    For each left-out configuration, the best epoch of the noise-free predicted curve against the best
+    epoch of its recorded mean curve: Spearman rank correlation and mean absolute error (k = 1 is the
+    nearest recorded configuration). ``seed_to_seed_spearman``: the same rank correlation between the two
+    seeds of the repeated configurations, the ceiling that noise sets.
+    """
+    from scipy.stats import spearmanr
+
+    mode = table.task.mode
+    pick = np.nanmax if mode == "max" else np.nanmin
+    configs = len(table.params)
+    order = np.random.default_rng(0).permutation(configs)
+    actual = np.full(configs, np.nan)
+    for c in range(configs):
+        mean = np.mean([table.curves[(c, s)].values for s in table.seeds(c)], axis=0)
+        actual[c] = np.nan if np.isnan(mean).all() else pick(mean)
+    out: dict[str, Any] = {"folds": folds}
+    for k in k_values:
+        predicted = np.full(configs, np.nan)
+        for fold in range(folds):
+            held = order[fold::folds]
+            surrogate = Surrogate(table, k=k, noise=False, exclude=frozenset(int(c) for c in held))
+            for c in held:
+                values = surrogate.mean_curve(table.params[int(c)]).values
+                predicted[c] = np.nan if np.isnan(values).all() else pick(values)
+        both = ~np.isnan(actual) & ~np.isnan(predicted)
+        out[f"k{k}"] = {"spearman": round(float(spearmanr(actual[both], predicted[both]).statistic), 3),
+                        "mae": round(float(np.mean(np.abs(actual[both] - predicted[both]))), 4),
+                        "configs": int(both.sum())}
+    pairs = [(pick(table.curves[(c, s[0])].values), pick(table.curves[(c, s[1])].values))
+             for c in range(configs) if len(s := table.seeds(c)) >= 2]
+    pairs = [p for p in pairs if not np.isnan(p).any()]
+    a, b = np.array(pairs).T
+    out["seed_to_seed_spearman"] = round(float(spearmanr(a, b).statistic), 3)
+    out["seed_to_seed_mae"] = round(float(np.mean(np.abs(a - b))), 4)
+    out["repeated_configs"] = len(pairs)
+    return out
+
+
+def run_task(table: CurveTable, answers: Surrogate | None, seeds: list[int], concurrency: int, budget: int,
+             patience: int, methods: dict[str, Callable[..., Events]],
+             peers: dict[str, dict[int, Events]]) -> dict[str, Any]:
+    """Every method over the seeds on one table at one concurrency: ratios, regrets, tests.
+
+    ``peers``: the venv peers' events, already run (a peer run on fewer seeds is compared on those).
+    """
     from scipy.stats import wilcoxon
 
     mode = table.task.mode
     oracle, typical = table_scale(table)
-    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in METHODS}
+    rows: dict[str, dict[int, dict[str, Any]]] = {name: {} for name in [*methods, *peers]}
+    targets: dict[int, float] = {}
     for seed in seeds:
-        runs = {name: method(table, seed, concurrency, budget, patience) for name, method in METHODS.items()}
-        target = best_within(runs["random_fifo"], budget, mode)
+        runs = {name: method(table, answers, seed, concurrency, budget, patience) for name, method in methods.items()}
+        runs.update({name: per_seed[seed] for name, per_seed in peers.items() if seed in per_seed})
+        target = targets[seed] = best_within(runs["random_fifo"], budget, mode)
         for name, events in runs.items():
             reached = epochs_to(events, target, mode)
-            regret = {f: abs(oracle - best_within(events, f * budget, mode)) / abs(oracle - typical)
-                      for f in FRACTIONS}
-            rows[name].append({"seed": seed, "ratio": None if reached is None else reached / budget,
-                               "regret": regret, "trials_epochs": len(events)})
+            sign = 1.0 if mode == "max" else -1.0
+            regret = {f: sign * (oracle - best_within(events, f * budget, mode)) / abs(oracle - typical)
+                      for f in sorted({*FRACTIONS, *ANYTIME})}
+            rows[name][seed] = {"ratio": None if reached is None else reached / budget, "regret": regret,
+                                "epochs": len(events)}
     out: dict[str, Any] = {"oracle": oracle, "typical": typical, "methods": {}}
     for name, per_seed in rows.items():
-        ranked = [math.inf if r["ratio"] is None else r["ratio"] for r in per_seed]
+        ranked = [math.inf if r["ratio"] is None else r["ratio"] for r in per_seed.values()]
         entry: dict[str, Any] = {
+            "seeds": len(per_seed),
             "ratio_median": _finite(statistics.median(ranked)),
-            "reached": f"{sum(r['ratio'] is not None for r in per_seed)}/{len(per_seed)}",
+            "ratio_iqr": [_finite(float(np.percentile(ranked, 25))), _finite(float(np.percentile(ranked, 75)))],
+            "reached": f"{sum(r['ratio'] is not None for r in per_seed.values())}/{len(per_seed)}",
         }
         for f in FRACTIONS:
-            values = np.array([r["regret"][f] for r in per_seed], dtype=float)
+            values = np.array([r["regret"][f] for r in per_seed.values()], dtype=float)
             entry[f"regret_{int(f * 100)}"] = {
                 "mean": round(float(np.nanmean(values)), 4),
-                "stderr": round(float(np.nanstd(values, ddof=1) / math.sqrt(len(values))), 4) if len(values) > 1
-                else None,
+                "ci95": bootstrap_ci(values),
+                "median": round(float(np.nanmedian(values)), 4),
             }
+        entry["anytime"] = [round(float(np.nanmean([r["regret"][f] for r in per_seed.values()])), 4)
+                            for f in ANYTIME]
         if name != "hpo":
-            mine = np.array([r["regret"][1.0] for r in rows["hpo"]])
-            theirs = np.array([r["regret"][1.0] for r in per_seed])
-            differs = mine != theirs
-            entry["hpo_vs_this_regret_100_wilcoxon_p"] = (
-                round(float(wilcoxon(mine[differs], theirs[differs]).pvalue), 4) if differs.sum() >= 5 else None)
+            common = [s for s in per_seed if s in rows["hpo"]]
+            for f in FRACTIONS:
+                mine = np.array([rows["hpo"][s]["regret"][f] for s in common])
+                theirs = np.array([per_seed[s]["regret"][f] for s in common])
+                differs = mine != theirs
+                entry[f"hpo_vs_this_regret_{int(f * 100)}_wilcoxon_p"] = (
+                    round(float(wilcoxon(mine[differs], theirs[differs]).pvalue), 4) if differs.sum() >= 5
+                    else None)
         out["methods"][name] = entry
     return out
 
 
 def _finite(value: float) -> float | None:
-    return None if math.isinf(value) else round(value, 4)
+    return None if math.isinf(value) or math.isnan(value) else round(value, 4)
+
+
+def parse_variants(text: str) -> dict[str, Callable[..., Events]]:
+    """``name:section.key=value,section.key=value;name2:...`` → hpo methods with those settings."""
+    methods = {}
+    for part in filter(None, text.split(";")):
+        name, _, settings = part.partition(":")
+        values: dict[str, Any] = {}
+        for pair in filter(None, settings.split(",")):
+            key, _, raw = pair.partition("=")
+            values[key] = json.loads(raw) if raw not in ("true", "false") else raw == "true"
+        algorithm = values.pop("search.algorithm", None)
+        scheduler = values.pop("scheduler.type", None)
+        methods[name] = hpo_method(algorithm, scheduler, values)
+    return methods
+
+
+def time_200(tables: list[CurveTable]) -> dict[str, float]:
+    """Wall seconds of one replayed 200-trial sweep of hpo's defaults (2 at once, no epoch budget) per table."""
+    out = {}
+    for table in tables:
+        config = sweep_config(table, 0, 2, 3)
+        config = config.model_copy(update={"search": config.search.model_copy(update={"num_samples": 200})})
+        surrogate = Surrogate(table)
+        t0 = time.perf_counter()
+        result = replay_sweep(config, table, surrogate=surrogate)
+        out[table.task.name] = round(time.perf_counter() - t0, 2)
+        assert len(result.trials) == 200, len(result.trials)
+    return out
 
 
 def main() -> None:
@@ -231,35 +388,94 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tables", type=Path, default=ROOT / "benchmarks" / "curves")
+    parser.add_argument("--tasks", default="", help="comma-separated task names (default: every table)")
     parser.add_argument("--seeds", type=int, default=40)
+    parser.add_argument("--peer-seeds", type=int, default=None, help="seeds for DEHB, SMAC, BOHB (default: --seeds)")
     parser.add_argument("--concurrency", default="2,8")
     parser.add_argument("--budget", type=int, default=50, help="budget in multiples of max_epochs")
     parser.add_argument("--patience", type=int, default=3)
+    parser.add_argument("--answers", choices=("surrogate", "nearest"), default="surrogate")
+    parser.add_argument("--methods", default=",".join([*METHODS, *VENV_PEERS]))
+    parser.add_argument("--variants", default="", help="hpo with other settings: 'name:section.key=value,...;...'")
+    parser.add_argument("--peers-python", type=Path, default=ROOT / "benchmarks" / ".peers-venv" / "bin" / "python")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "search_peers.json")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--time-200", action="store_true")
+    parser.add_argument("--validate-only", action="store_true", help="only the surrogate's validation per table")
     args = parser.parse_args()
     seeds = list(range(5 if args.quick else args.seeds))
+    peer_seeds = seeds[: args.peer_seeds] if args.peer_seeds else seeds
     held_out = {t.name: t.held_out for t in TASKS}
+    paths = sorted(args.tables.glob("*.parquet"), key=lambda p: (held_out.get(p.stem, True), p.stem))  # dev first
+    if args.tasks:
+        paths = [p for p in paths if p.stem in args.tasks.split(",")]
+    if args.time_200:
+        timed = time_200([CurveTable.read(p) for p in paths])
+        report = {"benchmark": "search_peers_time_200", "replay_200_trials_s": timed,
+                  "machine": "shared (2 cores, five users), run under CPU priority"}
+        args.out.write_text(json.dumps(report, indent=1) + "\n")
+        print(report)
+        return
+    if args.validate_only:
+        report = {"benchmark": "search_surrogate_validation",
+                  "tables": {p.stem: validate_surrogate(CurveTable.read(p)) for p in paths}}
+        args.out.write_text(json.dumps(report, indent=1) + "\n")
+        print(json.dumps(report, indent=1))
+        return
+    wanted = args.methods.split(",")
+    methods = {name: m for name, m in METHODS.items() if name in wanted}
+    methods["random_fifo"] = METHODS["random_fifo"]  # the target B
+    methods.update(parse_variants(args.variants))
+    venv = [name for name in VENV_PEERS if name in wanted]
     started = time.time()
-    report: dict[str, Any] = {"benchmark": "search_peers", "seeds": len(seeds), "budget_x_max_epochs": args.budget,
-                              "patience": args.patience, "methods": list(METHODS), "tasks": {}}
-    for path in sorted(args.tables.glob("*.parquet")):
+    report: dict[str, Any] = {
+        "benchmark": "search_peers", "answers": args.answers, "seeds": len(seeds), "peer_seeds": len(peer_seeds),
+        "budget_x_max_epochs": args.budget, "patience": args.patience, "methods": [*methods, *venv],
+        "variants": args.variants, "machine": "shared (2 cores, five users; nice 19): wall times are disturbed",
+        "versions": {"optuna": _version("optuna"), "ray": _version("ray")}, "tasks": {}}
+    if venv and not args.peers_python.exists():
+        report["peers_not_run"] = f"{', '.join(venv)}: no peers venv at {args.peers_python} (make_venv.sh)"
+        venv = []
+    for path in paths:
         table = CurveTable.read(path)
         task = table.task.name
-        report["tasks"][task] = {"held_out": held_out.get(task, True), "configs": len(table.params),
-                                 "by_concurrency": {}}
+        answers = Surrogate(table) if args.answers == "surrogate" else None
+        entry = report["tasks"][task] = {"held_out": held_out.get(task, True), "configs": len(table.params),
+                                         "by_concurrency": {}}
+        if args.answers == "surrogate":
+            entry["surrogate_validation"] = validate_surrogate(table)
+            print(f"{task}: surrogate {entry['surrogate_validation']}", flush=True)
         for concurrency in (int(c) for c in args.concurrency.split(",")):
             t0 = time.time()
-            result = run_task(table, seeds, concurrency, args.budget * table.task.max_epochs, args.patience)
+            budget = args.budget * table.task.max_epochs
+            peers: dict[str, dict[int, Events]] = {}
+            if venv:
+                fast = [n for n in venv if n not in SLOW_PEERS]
+                slow = [n for n in venv if n in SLOW_PEERS]
+                for names, on in ((fast, seeds), (slow, peer_seeds)):
+                    if names:
+                        runs, versions = venv_peers(args.peers_python, table, names, on, concurrency, budget,
+                                                    args.patience, args.answers)
+                        peers.update(runs)
+                        report["versions"].update(versions)
+            result = run_task(table, answers, seeds, concurrency, budget, args.patience, methods, peers)
             result["wall_s"] = round(time.time() - t0, 1)
-            report["tasks"][task]["by_concurrency"][str(concurrency)] = result
+            entry["by_concurrency"][str(concurrency)] = result
             line = ", ".join(f"{m} {r['ratio_median']} / {r['regret_100']['mean']}"
                              for m, r in result["methods"].items())
             print(f"{task} x{concurrency} ({result['wall_s']} s): ratio / regret at 100 %: {line}", flush=True)
+            report["wall_s"] = round(time.time() - started, 1)
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(report, indent=1) + "\n")
     report["wall_s"] = round(time.time() - started, 1)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out} in {report['wall_s']} s")
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    return version(package)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,6 @@ python=${PYTHON:-python3}
 from importlib.metadata import version
 from dehb import DEHB  # noqa: F401
 from smac import MultiFidelityFacade  # noqa: F401
-from syne_tune.blackbox_repository import UserBlackboxBackend  # noqa: F401
+from syne_tune.optimizer.baselines import ASHA, BOHB  # noqa: F401
 print("peers ok:", ", ".join(f"{p} {version(p)}" for p in ("syne-tune", "dehb", "smac", "ConfigSpace")))
 PY

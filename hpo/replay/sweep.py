@@ -29,6 +29,7 @@ import numpy as np
 
 from hpo.config import SweepConfig
 from hpo.progress.stopping import Rules, State, advance, higher_is_better
+from hpo.replay.surrogate import Surrogate
 from hpo.replay.table import CurveTable
 from hpo.results import FINISHED_KEY
 
@@ -43,7 +44,7 @@ class ReplayedTrial:
     Attributes:
         trial_id: Its id (``replay_00000``, in the order trials started).
         params: What the searcher proposed.
-        config_id: The table's configuration that answered it.
+        config_id: The table's configuration that answered it (with a surrogate: the nearest one).
         values: The objective after each epoch it trained.
         started_s: When it started, on the simulated clock.
         ended_s: When its last epoch ended.
@@ -146,6 +147,7 @@ def replay_sweep(
     *,
     budget_epochs: int | None = None,
     startup_s: float = 0.0,
+    surrogate: Surrogate | None = None,
 ) -> ReplayResult:
     """Replays ``config`` on ``table``.
 
@@ -156,6 +158,8 @@ def replay_sweep(
         budget_epochs: Ends the sweep once this many epochs have been trained (running trials are cut
             there, ``stopped_by="budget"``); None: the sweep's own trial count and time budget only.
         startup_s: Simulated seconds a trial takes before its first epoch.
+        surrogate: Answers each proposal with this surrogate's curve (fitted on ``table``); None: with the
+            nearest recorded configuration's curve, as recorded.
 
     Returns:
         Every trial and every epoch, on the simulated clock.
@@ -165,16 +169,18 @@ def replay_sweep(
             not record the sweep's objective.
     """
     _check(config, table)
-    return _Replay(config, table, budget_epochs, startup_s).run()
+    return _Replay(config, table, budget_epochs, startup_s, surrogate).run()
 
 
 class _Replay:
     """The event loop of one replayed sweep (see :func:`replay_sweep`)."""
 
-    def __init__(self, config: SweepConfig, table: CurveTable, budget_epochs: int | None, startup_s: float) -> None:
+    def __init__(self, config: SweepConfig, table: CurveTable, budget_epochs: int | None, startup_s: float,
+                 surrogate: Surrogate | None) -> None:
         from hpo import search
 
         self.config, self.table, self.budget, self.startup_s = config, table, budget_epochs, startup_s
+        self.surrogate = surrogate
         self.searcher = search.build_searcher(config, None)  # the study in memory
         self.scheduler = search.build_scheduler(config)
         self.scheduler.set_search_properties(config.objective.metric, config.objective.mode)
@@ -217,8 +223,13 @@ class _Replay:
         params = self.searcher.suggest(trial_id)
         if not isinstance(params, dict):  # None (nothing now) or Searcher.FINISHED
             return
-        config_id = self.table.nearest(params)
-        curve = self.table.curve(config_id, int(self.draws.integers(1 << 30)))
+        draw = int(self.draws.integers(1 << 30))
+        if self.surrogate is None:
+            config_id = self.table.nearest(params)
+            curve = self.table.curve(config_id, draw)
+        else:
+            config_id = self.surrogate.nearest(params)
+            curve = self.surrogate.curve(params, draw)
         values = curve.values[: self.config.trial.max_epochs]
         state = advance(State.start(1), higher_is_better(values, self.table.task.mode)[None, :], self.rules)
         own_stop = int(state.stop[0])

@@ -1,0 +1,63 @@
+"""The search benchmark's peer adapters: each peer library runs a few trials on a tiny table, in its venv."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.unit.test_replay import table
+
+ROOT = Path(__file__).resolve().parents[2]
+ADAPTERS = ROOT / "benchmarks" / "peers" / "adapters.py"
+PEERS_PYTHON = Path(os.environ.get("HPO_PEERS_PYTHON", ROOT / "benchmarks" / ".peers-venv" / "bin" / "python"))
+
+
+def adapters():
+    spec = importlib.util.spec_from_file_location("peer_adapters", ADAPTERS)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["peer_adapters"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_codec_decodes_flat_samples_into_the_space_dropping_inactive_parameters():
+    codec = adapters().Codec({
+        "units": {"type": "int", "low": 16, "high": 64, "step": 16},
+        "optimizer": {"type": "categorical", "choices": ["adam", "sgd"]},
+        "momentum": {"type": "float", "low": 0.5, "high": 0.99, "when": {"optimizer": "sgd"}},
+    })
+    assert codec.kinds() == {"units": ("int", 0, 3, False), "optimizer": ("int", 0, 1, False),
+                             "momentum": ("float", 0.5, 0.99, False)}
+    assert codec.decode({"units": 2, "optimizer": 0, "momentum": 0.7}) == {"units": 48, "optimizer": "adam"}
+    assert codec.decode({"units": 3, "optimizer": 1, "momentum": 0.7}) == {"units": 64, "optimizer": "sgd",
+                                                                           "momentum": 0.7}
+
+
+@pytest.mark.skipif(not PEERS_PYTHON.exists(),
+                    reason=f"no peers venv at {PEERS_PYTHON}: make it with benchmarks/peers/make_venv.sh "
+                           "(or point HPO_PEERS_PYTHON at one)")
+def test_each_peer_runs_a_few_trials_on_a_tiny_table(tmp_path):
+    module = adapters()
+    tiny = table(configs=12, epochs=6)
+    module.write_json(tiny, tmp_path / "table.json")
+    subprocess.run([str(PEERS_PYTHON), str(ADAPTERS), "--table", str(tmp_path / "table.json"),
+                    "--methods", ",".join(module.PEERS), "--seeds", "0", "--concurrency", "2", "--budget", "24",
+                    "--out", str(tmp_path / "events.json")],
+                   check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600, capture_output=True)
+    data = json.loads((tmp_path / "events.json").read_text())
+    assert set(data["runs"]) == set(module.PEERS)
+    assert all(data["versions"][p] != "missing" for p in ("syne-tune", "dehb", "smac"))
+    recorded = np.concatenate([c.values for c in tiny.curves.values()])
+    for name, per_seed in data["runs"].items():
+        events = per_seed["0"]
+        assert [done for _, done, _ in events] == list(range(1, 25)), name  # the budget, epoch by epoch
+        assert [t for t, _, _ in events] == sorted(t for t, _, _ in events), name  # in time order
+        values = np.array([v for _, _, v in events])
+        assert recorded.min() <= values.min() and values.max() <= recorded.max(), name  # the surrogate's range
