@@ -54,6 +54,9 @@ WARM_MODULES = (
     "hpo.tracking.sweep_tracker", "hpo.search.searchers", "hpo.search.schedulers", "hpo.trial.driver",
     "hpo.trial.simulated", "hpo.trial.simtime", "hpo.cluster.fit", "hpo.cluster.visibility", "hpo.data",
     "ray.tune", "ray.job_submission", "optuna", "mlflow", "mlflow.tracking", "mlflow.store.tracking.sqlalchemy_store",
+    # what a sweep's driver still imported between its checks and its first trial (measured, not sweep-specific)
+    "grpc.aio", "alembic.command", "sqlalchemy.dialects.sqlite", "pydantic.v1", "ray.train.trainer", "pyarrow.json",
+    "ray._private.arrow_serialization", "hpo.trial.retention",
 )
 #: The variable through which Ray's job server gives a job's driver its job config (its ``runtime_env``).
 JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
@@ -120,7 +123,8 @@ def claim(store: QueueStore, job_id: str, assignment: Assignment, tries: int = C
             return True
         except Exception:  # a storage brownout: try again, then give the sweep back
             logger.exception("claiming %s failed (try %d of %d)", assignment.name, attempt + 1, tries)
-            time.sleep(min(2.0 ** attempt, 10.0))
+            if attempt + 1 < tries:
+                time.sleep(min(2.0 ** attempt, 10.0))
     return False
 
 
