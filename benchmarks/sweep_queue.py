@@ -33,6 +33,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 
 import argparse  # noqa: E402
+import itertools  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
 import shutil  # noqa: E402
@@ -134,6 +135,60 @@ def spans(storage: Path, name: str) -> list[tuple[float, float]]:
     return out
 
 
+def checked_at(storage: Path, name: str) -> float | None:
+    """When the sweep's driver had passed its checks and connected to Ray (its journal's latest segment)."""
+    from hpo.progress.journal import EVENTS_FILE, read_events
+
+    times = [e["t"] for e in read_events(storage / name / EVENTS_FILE) if e["event"] == "sweep"]
+    return max(times) if times else None
+
+
+def idle_slot_s(all_spans: list[tuple[float, float]], slots: int, start: float, end: float) -> float:
+    """Slot-seconds no trial held between ``start`` and ``end`` (``slots`` minus the trials running, integrated)."""
+    if end <= start:
+        return 0.0
+    points = sorted({start, end, *(t for span in all_spans for t in span if start < t < end)})
+    idle = 0.0
+    for a, b in itertools.pairwise(points):
+        mid = (a + b) / 2
+        busy = sum(1 for s, e in all_spans if s <= mid < e)
+        idle += max(0, slots - busy) * (b - a)
+    return idle
+
+
+def timeline(names: list[str], per_sweep: dict, handed: dict, checked: dict, slots: int) -> list[dict]:
+    """Where the idle slot-seconds are, phase by phase, from the first trial's start to the last one's end.
+
+    Per sweep (in queue order): while it starts its trials (its first trial's start → its last one's); then,
+    before the next sweep: its last trial's start → the next sweep handed over (the queue learning that it
+    has no trial waiting, or, one after another, its tail and its end); the handed-over sweep's driver up to
+    its checks passed and Ray connected; its Tune start up to its first trial running. After the last sweep's
+    last trial start: its tail.
+    """
+    all_spans = [s for n in names for s in per_sweep[n]]
+    first = min(s for s, _ in all_spans)
+    last = max(e for _, e in all_spans)
+    phases = []
+
+    def phase(what: str, a: float, b: float) -> None:
+        a, b = max(a, first), min(b, last)
+        phases.append({"phase": what, "from_s": round(a - first, 2), "to_s": round(b - first, 2),
+                       "idle_slot_s": round(idle_slot_s(all_spans, slots, a, b), 2)})
+
+    for i, name in enumerate(names):
+        starts = [s for s, _ in per_sweep[name]]
+        phase(f"{name}: starting its trials", min(starts), max(starts))
+        if i + 1 == len(names):
+            phase(f"{name}: its tail (no sweep left)", max(starts), last)
+            break
+        nxt = names[i + 1]
+        phase(f"{nxt}: until handed over", max(starts), handed[nxt])
+        if checked.get(nxt) is not None:
+            phase(f"{nxt}: driver up to checks passed and Ray connected", handed[nxt], checked[nxt])
+            phase(f"{nxt}: Tune start up to its first trial running", checked[nxt], min(s for s, _ in per_sweep[nxt]))
+    return phases
+
+
 def wait_ended(storage: Path, names: list[str], timeout: float) -> dict[str, str]:
     from hpo.queue import EntryState, QueueStore
 
@@ -191,13 +246,16 @@ def run_queue(url: str, scratch: Path, label: str, max_running: int, standby: bo
     wall = last - first
     store = QueueStore(storage)
     handed = {n: store.get(n).started_at for n in names}  # type: ignore[union-attr]
+    checked = {n: checked_at(storage, n) for n in names}
     return {"max_running": max_running, "standby": standby, "states": states, "trials": len(all_spans),
             "wall_s": round(wall, 2), "busy_s": round(busy, 2), "utilisation": round(busy / (wall * args.slots), 4),
             "idle_slot_s": round(wall * args.slots - busy, 2),
             "sweeps": {n: {"handed_over_s": round(handed[n] - first, 2),  # seconds from the first trial's start
+                           "checked_s": None if checked[n] is None else round(checked[n] - first, 2),
                            "first_start_s": round(min(s for s, _ in sp) - first, 2),
                            "last_start_s": round(max(s for s, _ in sp) - first, 2),
-                           "last_end_s": round(max(e for _, e in sp) - first, 2)} for n, sp in per_sweep.items()}}
+                           "last_end_s": round(max(e for _, e in sp) - first, 2)} for n, sp in per_sweep.items()},
+            "idle_timeline": timeline(names, per_sweep, handed, checked, args.slots)}
 
 
 def _driver_started(url: str, job_id: str) -> float | None:
@@ -296,6 +354,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1200.0)
     parser.add_argument("--variants", action="store_true", help="also the queue without its standby runner")
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--skip-baseline", action="store_true", help="not the one-after-another variant")
     parser.add_argument("--note", default="a shared, loaded 2-core machine (other people's test suites ran at the "
                         "same time), the benchmark under CPU priority: every time here is this machine's, "
                         "start-up latencies most of all")
@@ -315,7 +374,7 @@ def main() -> None:
     head, url = start_head(args.slots, temp_dir, env)
     latency = {}
     try:
-        baseline = run_queue(url, scratch, "one-after-another", 1, False, args)
+        baseline = None if args.skip_baseline else run_queue(url, scratch, "one-after-another", 1, False, args)
         queued = run_queue(url, scratch, "queue", 2, True, args)
         cold_queue = run_queue(url, scratch, "queue-no-standby", 2, False, args) if args.variants else None
         if not args.skip_latency:
@@ -334,11 +393,12 @@ def main() -> None:
         "load_avg_end": list(os.getloadavg()),
         "setup": {"slots": args.slots, "sweeps": args.sweeps, "trials_per_sweep": args.trials, "epochs": args.epochs,
                   "epoch_s": args.epoch_s, "backend": "simulated (real time)", "ceiling": ceiling(args.slots, total)},
-        "utilisation": {"queue": queued["utilisation"], "one_after_another": baseline["utilisation"],
+        "utilisation": {"queue": queued["utilisation"],
+                        **({"one_after_another": baseline["utilisation"]} if baseline else {}),
                         **({"queue_no_standby": cold_queue["utilisation"]} if cold_queue else {}),
                         "ceiling": ceiling(args.slots, total), "target_queue": 0.90},
         "queue": queued,
-        "one_after_another": baseline,
+        **({"one_after_another": baseline} if baseline else {}),
         **({"queue_no_standby": cold_queue} if cold_queue else {}),
         "submit_to_first_trial_s": {
             **{k: v["median_s"] for k, v in latency.items()}, "target": 10.0, **latency},

@@ -170,6 +170,22 @@ class SweepMonitor(Callback):
             return
         params = {k: v for k, v in (trial.config or {}).items() if k != REPEAT_KEY}
         self.progress.start(trial.trial_id, params)
+        if len(self.progress.trials) >= self.progress.plan.planned_trials:
+            self._all_started()
+
+    def _all_started(self) -> None:
+        """Every planned trial has started: ``progress.json`` says so at once (``pending`` 0).
+
+        A sweep queue admits the next sweep on that word (:mod:`hpo.queue.admission`): written on the next
+        refresh instead, it would reach the queue up to ``tick_s`` later, with slots idle meanwhile.
+        """
+        try:
+            snapshot = self._with_storage(self.progress.snapshot(estimate=False))
+        except Exception:  # progress is a view; a bug in it must not stop the sweep
+            logger.warning("progress snapshot failed", exc_info=True)
+            return
+        with self._lock:
+            self._write(snapshot)
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         """Records an epoch; a trial's first epoch is shown at once."""

@@ -1,7 +1,8 @@
 """The queue of sweeps on a shared cluster: entries kept in the sweeps' storage, read by every command.
 
 Front door: :class:`QueueEntry` (one queued sweep), :class:`EntryState`, :class:`QueueSettings`,
-:class:`Assignment` and :class:`StandbyRecord` (the dispatcher's standby runner and the sweep handed to it),
+:class:`Assignment`, :class:`Claim` and :class:`StandbyRecord` (the dispatcher's standby runner, the sweep handed
+to it and the runner's claim of it),
 :class:`QueueStore` (the entries and settings under ``STORAGE/_queue/``), and the questions every
 reader asks of a list of entries: :func:`in_order`, :func:`busy`, :func:`idle_since`.
 
@@ -16,6 +17,7 @@ from hpo.queue.entry import (
     ACTIVE_STATES,
     ENDED_STATES,
     Assignment,
+    Claim,
     EntryState,
     QueueEntry,
     QueueSettings,
@@ -31,6 +33,7 @@ __all__ = [
     "ENDED_STATES",
     "QUEUE_DIR",
     "Assignment",
+    "Claim",
     "EntryState",
     "QueueEntry",
     "QueueSettings",

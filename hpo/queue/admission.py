@@ -13,6 +13,7 @@ The admitted sweep runs in the queue's standby runner when one waits (:mod:`hpo.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from hpo.progress.live import Snapshot
 from hpo.queue.entry import EntryState, QueueEntry, QueueSettings, StandbyRecord, in_order
@@ -20,6 +21,12 @@ from hpo.queue.entry import EntryState, QueueEntry, QueueSettings, StandbyRecord
 #: Seconds the dispatcher waits after starting a standby runner that ended without a sweep before it starts
 #: another (one that cannot start is not restarted every second).
 STANDBY_RETRY_S = 60.0
+#: Seconds a standby runner has to claim a sweep handed to it (it looks every 0.2 s) before the dispatcher
+#: stops it and queues the sweep again.
+CLAIM_S = 60.0
+
+#: What the dispatcher does about a sweep it handed to a standby runner (:func:`handover_step`).
+HandoverStep = Literal["claimed", "wait", "stop", "requeue"]
 
 
 def saturated(entry: QueueEntry, live: Snapshot | None) -> bool:
@@ -53,6 +60,55 @@ def next_to_admit(
         return None
     waiting = [e for e in in_order(entries) if not e.cancel_requested]
     return waiting[0] if waiting else None
+
+
+def awaited(
+    entries: list[QueueEntry], settings: QueueSettings, live: Mapping[str, Snapshot | None]
+) -> list[str]:
+    """The running sweeps whose last trial's start admission waits for, by name (none: nothing waits on them).
+
+    The dispatcher watches their progress between its passes, so that the next sweep starts the moment the
+    last of them has started every trial, not on its next pass.
+
+    Args:
+        entries: Every entry of the queue.
+        settings: The queue's settings (``max_running``).
+        live: The latest snapshot of each running sweep, by name (missing: none yet).
+    """
+    running = [e for e in entries if e.state == EntryState.RUNNING]
+    if len(running) >= settings.max_running or not any(not e.cancel_requested for e in in_order(entries)):
+        return []
+    return [e.name for e in running if not saturated(e, live.get(e.name))]
+
+
+def handover_step(
+    *, claimed: bool, alive: bool, assigned_at: float, now: float, claim_s: float = CLAIM_S
+) -> HandoverStep:
+    """What the dispatcher does about a sweep it handed to a standby runner, on one pass.
+
+    The runner claims a sweep (``STORAGE/_queue/standby/JOB_ID.claim.json``, written by the runner alone)
+    before it runs anything of it, and the dispatcher gives a sweep up only once the runner's job has ended
+    without that claim: a runner that ended (its idle time ran out, it crashed, the head restarted) just
+    as it was handed the sweep cannot run it any more, so the sweep goes back to the queue and never runs
+    twice. No rename is needed, so the same files work on object storage, where a rename is a copy.
+
+    Args:
+        claimed: The runner's claim exists.
+        alive: The runner's job is pending or running.
+        assigned_at: When the sweep was handed over (Unix seconds).
+        now: The time now (Unix seconds).
+        claim_s: How long a live runner has to claim it.
+
+    Returns:
+        ``claimed``: the runner runs it (it is followed as any sweep's job); ``wait``: not claimed yet;
+        ``stop``: not claimed in ``claim_s``: stop the runner's job (a later pass finds it ended);
+        ``requeue``: the job ended without claiming it: queue the sweep again, in its old place.
+    """
+    if claimed:
+        return "claimed"
+    if not alive:
+        return "requeue"
+    return "stop" if now - assigned_at >= claim_s else "wait"
 
 
 def positions(entries: list[QueueEntry]) -> dict[str, int]:

@@ -13,8 +13,15 @@ queue from the sweeps' storage and:
 - admits the next queued sweep by :func:`hpo.queue.admission.next_to_admit` and hands it to the queue's
   standby runner (:mod:`hpo.queue.standby`: a sweep job started ahead, its imports done), or, when none
   waits, submits ``hpo tune`` for it as a new job with the packaged code as the job's ``working_dir``;
+- gives a sweep handed to a standby runner back to the queue, in its old place, when the runner's job
+  ended without claiming it (:func:`hpo.queue.admission.handover_step`), and stops a runner that has not
+  claimed it in ``CLAIM_S``;
 - keeps one standby runner waiting (:func:`hpo.queue.admission.start_standby`): a new one once the last
-  was handed a sweep and that sweep's first trial runs.
+  was handed a sweep and that sweep's first trial runs, or once it ended idle.
+
+Between two passes, while a queued sweep waits only for the running ones to start their last trials, it
+watches their ``progress.json`` (``WATCH_S``): the sweep's driver writes it the moment its last trial
+starts, and the next pass follows at once.
 
 Run as ``python -m hpo.queue.dispatcher --storage STORAGE``.
 """
@@ -27,11 +34,12 @@ import os
 import shlex
 import signal
 import time
+from pathlib import Path
 
 from hpo.driver import read_driver
 from hpo.options import summary_path
 from hpo.progress.live import PROGRESS_FILE, Snapshot, read_live
-from hpo.queue.admission import next_to_admit, start_standby, starting
+from hpo.queue.admission import awaited, handover_step, next_to_admit, start_standby, starting
 from hpo.queue.entry import Assignment, EntryState, QueueEntry, StandbyRecord
 from hpo.queue.jobs import ROLE_KEY, STANDBY_ROLE, SWEEP_ROLE, Jobs, JobState, dispatcher_id, python
 from hpo.queue.package import working_dir
@@ -43,10 +51,13 @@ logger = logging.getLogger(__name__)
 
 #: Seconds between two passes over the queue.
 POLL_S = 1.0
+#: Seconds between two looks at the progress of the running sweeps admission waits for (between passes).
+WATCH_S = 0.1
 #: How often the queue resumes one sweep after interruptions it did not ask for.
 MAX_RESUMES = 3
 #: Messages the dispatcher leaves on an entry.
 LOST = "its job was lost (the head restarted or its driver died); the queue resumes it"
+UNCLAIMED = "the standby runner ended without taking it; queued again"
 CANCELLED_RUNNING = ("cancelled while running: stopped as after Ctrl-C; "
                      "'hpo tune FILE --name {name} --resume' continues it")
 
@@ -65,6 +76,8 @@ class Dispatcher:
         self.store = QueueStore(storage)
         self.jobs = jobs
         self.storage_arg = storage_arg
+        #: Progress files of the running sweeps admission waits for (watched between passes).
+        self.watched: list[Path] = []
 
     # -- one pass --------------------------------------------------------------------------------------
 
@@ -82,6 +95,8 @@ class Dispatcher:
         settings = self.store.settings()
         running = {e.name: self._live(e) for e in entries if e.state == EntryState.RUNNING}
         chosen = next_to_admit(entries, settings, running)
+        self.watched = [] if chosen is not None else [
+            self.storage.state_dir(name) / PROGRESS_FILE for name in awaited(entries, settings, running)]
         if chosen is not None:
             self._start(chosen, standby=settings.standby)
             return  # its start first: the next standby waits for at least the next pass
@@ -89,6 +104,19 @@ class Dispatcher:
             self._keep_standby(any(starting(e, running[e.name]) for e in entries if e.name in running))
         else:
             self._drop_standby()
+
+    def pause(self, seconds: float, watch_s: float = WATCH_S) -> None:
+        """Waits ``seconds`` until the next pass, or less: until a watched progress file changes."""
+        paths = list(self.watched)
+        if not paths:
+            time.sleep(seconds)
+            return
+        seen = [_mtime(p) for p in paths]
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(watch_s, left))
+            if [_mtime(p) for p in paths] != seen:
+                return
 
     def _live(self, entry: QueueEntry) -> Snapshot | None:
         return read_live(self.storage.state_dir(entry.name) / PROGRESS_FILE)
@@ -107,6 +135,16 @@ class Dispatcher:
 
     def _follow(self, entry: QueueEntry) -> None:
         state = self.jobs.state(entry.job_id) if entry.job_id else None
+        if entry.handover:
+            claimed = entry.job_id is not None and self.store.claimed(entry.job_id) is not None
+            step = handover_step(claimed=claimed, alive=state is not None and not state.ended,
+                                 assigned_at=entry.started_at or 0.0, now=time.time())
+            if step == "claimed":
+                entry = entry.model_copy(update={"handover": False})
+                self._save(entry)
+            else:
+                self._unclaimed(entry, step)
+                return
         if state is None:
             self._lost(entry)
             return
@@ -139,6 +177,18 @@ class Dispatcher:
         except ProcessLookupError:
             return False
         return True
+
+    def _unclaimed(self, entry: QueueEntry, step: str) -> None:
+        """A sweep its standby runner has not claimed: wait, stop the runner, or give the sweep back."""
+        if step == "stop":
+            logger.warning("standby runner %s did not claim %s; stopping it", entry.job_id, entry.name)
+            self.jobs.stop(entry.job_id or "")
+        elif step == "requeue":  # it never ran: back to its old place (a cancelled one ends cancelled)
+            ended = entry.cancel_requested
+            self._save(entry.model_copy(update={
+                "state": EntryState.CANCELLED if ended else EntryState.QUEUED, "handover": False,
+                "job_id": None, "started_at": None, "ended_at": time.time() if ended else None,
+                "message": None if ended else UNCLAIMED}))
 
     def _lost(self, entry: QueueEntry) -> None:
         requeue = not entry.cancel_requested and entry.resumes < MAX_RESUMES
@@ -245,7 +295,15 @@ class Dispatcher:
             self.jobs.stop(job_id)
             return
         self._save(fresh.model_copy(update={"state": EntryState.RUNNING, "started_at": time.time(),
-                                            "ended_at": None, "job_id": job_id, "stop_sent": False}))
+                                            "ended_at": None, "job_id": job_id, "stop_sent": False,
+                                            "handover": job_id == (record.job_id if record else None)}))
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 def progress_fields(live: Snapshot) -> dict[str, object]:
@@ -282,7 +340,7 @@ def main(argv: list[str] | None = None) -> None:
             dispatcher.tick()
         except Exception:  # a storage brownout or a busy job server: try again on the next pass
             logger.exception("queue pass failed; retrying")
-        time.sleep(args.poll)
+        dispatcher.pause(args.poll)
 
 
 if __name__ == "__main__":

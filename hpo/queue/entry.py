@@ -60,6 +60,8 @@ class QueueEntry(BaseModel):
         requeue: Set by the dispatcher on a sweep interrupted without being asked (its job was lost): the
             next pass queues it again to resume.
         stop_sent: The dispatcher has sent a cancelled running sweep's driver its stop.
+        handover: Handed to the queue's standby runner (job ``job_id``), whose claim the dispatcher has not
+            seen yet (:func:`hpo.queue.admission.handover_step`).
     """
 
     model_config = ConfigDict(extra="allow")
@@ -85,6 +87,7 @@ class QueueEntry(BaseModel):
     data: dict[str, str] = Field(default_factory=dict)
     requeue: bool = False
     stop_sent: bool = False
+    handover: bool = False
 
     def row(self, position: int | None) -> dict[str, Any]:
         """The entry as ``hpo queue --json`` prints it (``position``: 1-based place among queued entries)."""
@@ -134,6 +137,25 @@ class Assignment(BaseModel):
     working_dir: str | None = None
     data: dict[str, str] = Field(default_factory=dict)
     assigned_at: float
+
+
+class Claim(BaseModel):
+    """``STORAGE/_queue/standby/JOB_ID.claim.json``: a standby runner took the sweep handed to it.
+
+    Written by the runner alone, before it runs anything of the sweep; the dispatcher gives a handed-over
+    sweep up only once the runner's job ended without it (:func:`hpo.queue.admission.handover_step`).
+
+    Attributes:
+        job_id: The runner's Ray job.
+        name: The sweep it took.
+        claimed_at: When (Unix seconds).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    job_id: str
+    name: str
+    claimed_at: float
 
 
 class StandbyRecord(BaseModel):

@@ -1,7 +1,8 @@
 """The queue's files in the sweeps' storage: ``STORAGE/_queue/entries/``, ``settings.json``, the standby's.
 
 ``entries/NAME.json`` is one entry, ``settings.json`` the queue's settings, ``standby.json`` the standby
-runner the dispatcher started last and ``standby/JOB_ID.json`` the sweep handed to it.
+runner the dispatcher started last, ``standby/JOB_ID.json`` the sweep handed to it (written by the
+dispatcher) and ``standby/JOB_ID.claim.json`` the runner's claim of it (written by the runner).
 
 The queue lives with the sweeps, not in a Ray process: a head that restarts finds every entry again.
 Each entry is its own file, written whole (a temporary file renamed over it on a local storage; one PUT on
@@ -17,7 +18,7 @@ import json
 from pydantic import ValidationError
 
 from hpo.errors import ConfigError
-from hpo.queue.entry import ENTRY_VERSION, Assignment, QueueEntry, QueueSettings, StandbyRecord
+from hpo.queue.entry import ENTRY_VERSION, Assignment, Claim, QueueEntry, QueueSettings, StandbyRecord
 from hpo.storage import Storage
 
 #: The queue's directory under the storage.
@@ -130,3 +131,12 @@ class QueueStore:
     def assign(self, job_id: str, assignment: Assignment) -> None:
         """Hands ``assignment`` to standby runner ``job_id`` (it polls for this file)."""
         self._write(self._path("standby", f"{job_id}.json"), assignment.model_dump_json(indent=1))
+
+    def claim(self, claim: Claim) -> None:
+        """Records that standby runner ``claim.job_id`` took the sweep handed to it (the runner's file alone)."""
+        self._write(self._path("standby", f"{claim.job_id}.claim.json"), claim.model_dump_json(indent=1))
+
+    def claimed(self, job_id: str) -> Claim | None:
+        """The claim of standby runner ``job_id``, or None while it has claimed nothing."""
+        text = self._read(self._path("standby", f"{job_id}.claim.json"))
+        return None if text is None else Claim.model_validate_json(text)

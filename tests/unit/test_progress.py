@@ -361,3 +361,14 @@ def test_a_sweep_on_a_simulated_clock_is_timed_on_it_and_its_snapshot_carries_th
     assert (progress.trials["a"].started, progress.trials["a"].ended) == (1000.0, 1030.0)
     assert progress.trials["a"].startup_s == 0.0
     assert [e["t"] for e in events] == [1000.0, 1010.0, 1030.0, 1030.0]
+
+
+def test_progress_json_says_no_trial_waits_the_moment_the_last_planned_trial_starts(tmp_path):
+    monitor = _monitor(tmp_path)
+    monitor.tick_s, monitor.last_tick = 3600.0, time.monotonic()  # no refresh writes it in this test's time
+    for trial_id in "abc":
+        monitor.on_trial_start(0, [], _trial(trial_id, lr=0.1))
+    assert read_live(tmp_path / PROGRESS_FILE) is None  # one of the four planned trials still waits
+    monitor.on_trial_start(0, [], _trial("d", lr=0.2))
+    live = read_live(tmp_path / PROGRESS_FILE)
+    assert live is not None and live.state == "running" and (live.pending, live.running) == (0, 4)

@@ -9,11 +9,12 @@ import pytest
 
 from hpo.errors import ConfigError
 from hpo.progress.live import Snapshot
-from hpo.queue import Assignment, EntryState, QueueEntry, QueueStore, StandbyRecord
-from hpo.queue.admission import STANDBY_RETRY_S, start_standby, starting
+from hpo.queue import Assignment, EntryState, QueueEntry, QueueSettings, QueueStore, StandbyRecord
+from hpo.queue.admission import CLAIM_S, STANDBY_RETRY_S, awaited, handover_step, start_standby, starting
 from hpo.queue.dispatcher import sweep_command, tune_args
 from hpo.queue.package import SweepInputs, build, read_package, remove_unpacked, store_package, unpack
-from hpo.queue.standby import command, job_config
+from hpo.queue.standby import claim as standby_claim
+from hpo.queue.standby import command, job_config, wait
 from hpo.storage import Storage
 
 
@@ -110,3 +111,54 @@ def test_the_standby_record_and_the_sweep_handed_to_it_round_trip_through_the_st
     store.assign("job-1", handed)
     assert store.assignment("job-1") == handed
     assert store.entries() == []  # not an entry of the queue
+
+
+def test_a_handed_over_sweep_is_given_back_only_once_its_runner_ended_without_claiming_it():
+    step = lambda **kw: handover_step(**{"assigned_at": 100.0, "now": 101.0, **kw})  # noqa: E731
+    assert step(claimed=True, alive=True) == "claimed"
+    assert step(claimed=True, alive=False) == "claimed"  # it ran: its job's end is the sweep's end
+    assert step(claimed=False, alive=True) == "wait"
+    assert step(claimed=False, alive=False) == "requeue"  # it ended (idle, crashed, head restarted) first
+    assert step(claimed=False, alive=True, now=100.0 + CLAIM_S) == "stop"  # alive but stuck: stop it first
+    assert step(claimed=False, alive=False, now=100.0 + CLAIM_S) == "requeue"
+
+
+def test_the_runner_claims_the_sweep_in_a_file_of_its_own_and_the_claim_reads_back(tmp_path):
+    store = QueueStore(tmp_path)
+    handed = Assignment(name="s", args=["tune", "s.yaml"], assigned_at=5.0)
+    store.assign("hpo-standby-1", handed)
+    assert store.claimed("hpo-standby-1") is None
+    assert standby_claim(store, "hpo-standby-1", handed)
+    claim = store.claimed("hpo-standby-1")
+    assert claim is not None and (claim.job_id, claim.name) == ("hpo-standby-1", "s")
+    assert store.assignment("hpo-standby-1") == handed  # the dispatcher's file is left as it wrote it
+    assert store.claimed("hpo-standby-2") is None
+
+
+def test_a_runner_that_cannot_write_its_claim_does_not_run_the_sweep(tmp_path):
+    blocked = tmp_path / "runs"
+    blocked.mkdir()
+    (blocked / "_queue").write_text("a file where the queue's directory would be")
+    handed = Assignment(name="s", args=["tune", "s.yaml"], assigned_at=5.0)
+    assert not standby_claim(QueueStore(blocked), "hpo-standby-1", handed, tries=1)
+
+
+def test_a_runner_waits_for_a_sweep_for_a_bounded_time(tmp_path):
+    store = QueueStore(tmp_path)
+    assert wait(store, "hpo-standby-1", poll_s=0.0, idle_s=0.0) is None  # none came: it ends
+    handed = Assignment(name="s", args=["tune", "s.yaml"], assigned_at=5.0)
+    store.assign("hpo-standby-1", handed)
+    assert wait(store, "hpo-standby-1", poll_s=0.0, idle_s=0.0) == handed  # one already there is taken
+
+
+def test_admission_watches_only_the_running_sweeps_a_queued_sweep_waits_for():
+    settings = QueueSettings(max_running=2)
+    placing = QueueEntry(name="r", submitted_at=1.0, state=EntryState.RUNNING, started_at=50.0)
+    queued = QueueEntry(name="q", submitted_at=2.0)
+    waiting = _live(running=3)  # 4 planned: one trial waits for a slot
+    assert awaited([placing, queued], settings, {"r": waiting}) == ["r"]
+    assert awaited([placing, queued], settings, {"r": _live(running=4)}) == []  # saturated: admitted now
+    assert awaited([placing], settings, {"r": waiting}) == []  # nothing queued
+    assert awaited([placing, queued], QueueSettings(max_running=1), {"r": waiting}) == []  # no room anyway
+    cancelled = queued.model_copy(update={"cancel_requested": True})
+    assert awaited([placing, cancelled], settings, {"r": waiting}) == []
