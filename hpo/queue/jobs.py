@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import shlex
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,12 @@ ENDED_JOB_STATES = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
 #: The metadata key that marks hpo's own jobs, and its values.
 ROLE_KEY = "hpo_role"
 DISPATCHER_ROLE = "queue-dispatcher"
+#: The job server's answer while its job agent is not up yet (a head that just started or restarted).
+NO_AGENT = "No available agent to submit job"
+#: The most seconds a submission waits for the job agent of a head that is starting.
+AGENT_WAIT_S = 90.0
+#: Seconds between two tries while the job agent is not up.
+AGENT_RETRY_S = 1.0
 SWEEP_ROLE = "sweep"
 STANDBY_ROLE = "standby"
 
@@ -75,9 +82,20 @@ class Jobs:
 
     def submit(self, entrypoint: str, submission_id: str, runtime_env: dict[str, Any] | None,
                metadata: dict[str, str]) -> str:
-        """Submits a job; returns its submission id."""
-        return self._client.submit_job(entrypoint=entrypoint, submission_id=submission_id,
-                                       runtime_env=runtime_env or None, metadata=metadata)
+        """Submits a job; returns its submission id.
+
+        A head that just (re)started answers "no available agent" until its job agent is up (seconds, more
+        on a loaded head): the submission is tried again for up to :data:`AGENT_WAIT_S`.
+        """
+        waited_until = time.monotonic() + AGENT_WAIT_S
+        while True:
+            try:
+                return self._client.submit_job(entrypoint=entrypoint, submission_id=submission_id,
+                                               runtime_env=runtime_env or None, metadata=metadata)
+            except RuntimeError as exc:
+                if NO_AGENT not in str(exc) or time.monotonic() >= waited_until:
+                    raise
+            time.sleep(AGENT_RETRY_S)
 
     def state(self, job_id: str) -> JobState | None:
         """The job's state, or None if the job server does not know it (a head that restarted forgot it)."""
