@@ -28,7 +28,43 @@ SPOOL_NAME = "mlflow_spool.jsonl"
 log = logging.getLogger(__name__)
 
 
-class Outbox:
+class OutboxWrites:
+    """The writes a sweep makes, each built as one operation dict and handed to :meth:`submit`.
+
+    Shared by :class:`Outbox` (sends or spools each at once) and
+    :class:`~hpo.tracking.writer.OutboxProcess` (hands each to its child process), so both speak the same
+    operations.
+    """
+
+    def submit(self, op: dict[str, Any]) -> None:
+        """Sends (or queues) one operation."""
+        raise NotImplementedError
+
+    def create_run(self, key: str, run_name: str, tags: dict[str, str]) -> None:
+        """Creates the run for ``key`` (a trial); its id is in :attr:`run_ids` once it was sent."""
+        self.submit({"op": "create_run", "key": key, "run_name": run_name, "tags": tags})
+
+    def log(
+        self,
+        key: str,
+        metrics: list[tuple[str, float, int, int]] | None = None,
+        params: dict[str, str] | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> None:
+        """Logs metrics ``(key, value, timestamp_ms, step)``, params and tags to the run of ``key``."""
+        self.submit({"op": "log", "key": key, "metrics": metrics or [], "params": params or {}, "tags": tags or {}})
+
+    def terminate(self, key: str, status: str) -> None:
+        """Sets the run of ``key`` to ``FINISHED``, ``FAILED``, ``KILLED`` or (resumed) ``RUNNING``."""
+        self.submit({"op": "terminate", "key": key, "status": status})
+
+    def log_model(self, model_path: str, sample_url: str, features: str, registered_name: str, trial_id: str) -> None:
+        """Logs and registers the best model on the parent run (see :mod:`hpo.tracking.best_model`)."""
+        self.submit({"op": "log_model", "key": "sweep", "model_path": model_path, "sample_url": sample_url,
+                     "features": features, "registered_name": registered_name, "trial_id": trial_id})
+
+
+class Outbox(OutboxWrites):
     """Sends MLflow writes for one sweep; spools what the server cannot take.
 
     Args:
@@ -86,39 +122,6 @@ class Outbox:
 
     def push(self) -> None:
         """Nothing to do: every write was sent (or spooled) when it was made."""
-
-    def create_run(self, key: str, run_name: str, tags: dict[str, str]) -> str | None:
-        """Creates the run for ``key`` (a trial); None if it was spooled."""
-        self.submit({"op": "create_run", "key": key, "run_name": run_name, "tags": tags})
-        return self.run_ids.get(key)
-
-    def log(
-        self,
-        key: str,
-        metrics: list[tuple[str, float, int, int]] | None = None,
-        params: dict[str, str] | None = None,
-        tags: dict[str, str] | None = None,
-    ) -> None:
-        """Logs metrics ``(key, value, timestamp_ms, step)``, params and tags to the run of ``key``."""
-        self.submit({"op": "log", "key": key, "metrics": metrics or [], "params": params or {}, "tags": tags or {}})
-
-    def terminate(self, key: str, status: str) -> None:
-        """Sets the run of ``key`` to ``FINISHED``, ``FAILED``, ``KILLED`` or (resumed) ``RUNNING``."""
-        self.submit({"op": "terminate", "key": key, "status": status})
-
-    def log_model(self, model_path: str, sample_url: str, features: str, registered_name: str, trial_id: str) -> None:
-        """Logs and registers the best model on the parent run (see :mod:`hpo.best_model`)."""
-        self.submit(
-            {
-                "op": "log_model",
-                "key": "sweep",
-                "model_path": model_path,
-                "sample_url": sample_url,
-                "features": features,
-                "registered_name": registered_name,
-                "trial_id": trial_id,
-            }
-        )
 
     # -- sending and spooling -----------------------------------------------------------------------
 
