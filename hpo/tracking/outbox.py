@@ -29,16 +29,26 @@ log = logging.getLogger(__name__)
 
 
 class OutboxWrites:
-    """The writes a sweep makes, each built as one operation dict and handed to :meth:`submit`.
+    """The writes a sweep makes, each built as one operation dict and handed to :meth:`submit`; its MLflow client.
 
     Shared by :class:`Outbox` (sends or spools each at once) and
     :class:`~hpo.tracking.writer.OutboxProcess` (hands each to its child process), so both speak the same
     operations.
     """
 
+    uri: str
+    _client: Any
+
     def submit(self, op: dict[str, Any]) -> None:
         """Sends (or queues) one operation."""
         raise NotImplementedError
+
+    @property
+    def client(self) -> Any:
+        """An MLflow client (made on first use, also after unpickling; beside a writer process, for reads)."""
+        if self._client is None:
+            self._client = mlflow_client(self.uri)
+        return self._client
 
     def create_run(self, key: str, run_name: str, tags: dict[str, str]) -> None:
         """Creates the run for ``key`` (a trial); its id is in :attr:`run_ids` once it was sent."""
@@ -101,13 +111,6 @@ class Outbox(OutboxWrites):
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_client": None, "_history": {}}
-
-    @property
-    def client(self) -> Any:
-        """The MLflow client (made on first use, also after unpickling)."""
-        if self._client is None:
-            self._client = mlflow_client(self.uri)
-        return self._client
 
     @property
     def down(self) -> bool:

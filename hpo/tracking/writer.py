@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from hpo.tracking.outbox import Outbox, OutboxWrites
-from hpo.tracking.store import mlflow_client
 from hpo.tracking.transport import TrackingError
 
 log = logging.getLogger(__name__)
@@ -164,13 +163,6 @@ class OutboxProcess(OutboxWrites):
                   extra={"writer_cpu_s": cpu_s})
 
     # -- what the sweep's tracking uses of an outbox ------------------------------------------------
-
-    @property
-    def client(self) -> Any:
-        """An MLflow client of the driver's own (reads; writes only after :meth:`sync`)."""
-        if self._client is None:
-            self._client = mlflow_client(self.uri)
-        return self._client
 
     @property
     def run_ids(self) -> dict[str, str]:
