@@ -234,6 +234,7 @@ def main() -> None:
     parser.add_argument("--rate-grid", default="8:0.05,8:0.01,16:0.01", help="concurrent:epoch_s pairs")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "scale.json"))
     parser.add_argument("--note", help="what the JSON should say about the run (e.g. a shared machine)")
+    parser.add_argument("--shared", action="store_true", help="the machine ran other work meanwhile (said in the JSON)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # kind:trials:scratch, run in this process
     args = parser.parse_args()
     if args.one:
@@ -246,7 +247,7 @@ def main() -> None:
     report: dict[str, Any] = json.loads(out.read_text()) if out.is_file() else {}
     report.update({
         "benchmark": "scale",
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "shared": args.shared},
         "settings": {"sweep": "search_spaces/digits_mlp.yaml", "searcher": "random", "scheduler": "asha",
                      "backend": "simulated", "workers_per_trial": 2},
         "targets": {"cpu_per_trial_largest_over_smallest": 1.5, "extra_driver_cpu_per_trial_s": 0.05,

@@ -436,6 +436,25 @@ def tune_controller_seen(on_controller: Any) -> Iterator[None]:
         TuneController.__init__ = original
 
 
+def tune_state_saves_within_share(controller: Any, every_s: float, share: float) -> None:
+    """Tune's controller saves its experiment state every ``every_s`` seconds, or less often where a save costs more.
+
+    With ``TUNE_GLOBAL_CHECKPOINT_S`` set, Ray Tune 2.60 saves the whole experiment state (every trial, the
+    searcher) at that fixed period however long a save takes, and a save's cost grows with the trials the
+    sweep has held: at a few thousand trials every 2 s became most of the driver's time. Tune's own ``auto``
+    period adapts but waits at least 10 s. Here the period is ``max(every_s, save time × (1/share − 1))``: a
+    save takes at most ``share`` of the driver's time (Tune's ``auto`` rule, with hpo's floor).
+    """
+    manager = controller._checkpoint_manager
+    factor = 1.0 / share - 1.0
+
+    def update(time_taken: float) -> None:
+        manager._checkpoint_period = max(every_s, time_taken * factor)
+
+    manager._checkpoint_period = every_s
+    manager._update_auto_checkpoint_time = update
+
+
 def tune_placement_groups(controller: Any) -> list[tuple[Any, str, Any]]:
     """Every placement group Tune's controller holds: ``(group, where, trial)``.
 

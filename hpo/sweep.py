@@ -28,6 +28,11 @@ from hpo.tuner import build_tuner, can_restore
 
 logger = logging.getLogger(__name__)
 
+#: Seconds between saves of Tune's experiment state (what ``--resume`` restarts from), at least.
+STATE_SAVE_EVERY_S = 2.0
+#: The most of the driver's time those saves may take (a sweep of thousands of trials saves less often).
+STATE_SAVE_SHARE = 0.05
+
 
 def run_sweep(
     config: SweepConfig, options: RunOptions, *, source: str = "<sweep>", spec: TrialSpec | None = None
@@ -115,10 +120,18 @@ def _run(
     if placement is not None:
         watchers.append(placement)
     tuner = build_tuner(config, options, spec, watchers, warm_points, started, resume)
+
+    def seen(controller: Any) -> None:
+        # Tune's experiment state saved every 2 s, less often once a save (which grows with the trials held)
+        # would take more than 5 % of the driver
+        compat.tune_state_saves_within_share(controller, STATE_SAVE_EVERY_S, STATE_SAVE_SHARE)
+        if placement is not None:
+            placement.bind(controller)
+
     try:
         # Trial runtime_envs are logged in plain text; metrics go to MLflow, not to TensorBoard files.
         with compat.tune_propagates_no_credentials(), compat.tune_without_tensorboard(), \
-                compat.tune_controller_seen(placement.bind if placement is not None else lambda _: None):
+                compat.tune_controller_seen(seen):
             results = tuner.fit()
     except KeyboardInterrupt:  # a second Ctrl-C: stop at once (finished trials are in Tune's state and MLflow)
         monitor.close("interrupted")

@@ -87,6 +87,14 @@ class TrialLine:
             object.__setattr__(self, "_as_dict", cached)
         return dict(cached)
 
+    def to_json(self) -> str:
+        """The line as JSON text (``json.dumps`` of :meth:`to_dict`), made once per line, as :meth:`to_dict`."""
+        cached = self.__dict__.get("_as_json")
+        if cached is None:
+            cached = json.dumps(asdict(self), default=str)
+            object.__setattr__(self, "_as_json", cached)
+        return cached
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -175,6 +183,17 @@ class Snapshot:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "trials"}
         data["trials"] = [t.to_dict() for t in self.trials]
         return data
+
+    def to_json(self) -> str:
+        """``json.dumps(self.to_dict(), default=str)``, the same text, from each line's JSON made once.
+
+        What ``progress.json`` holds: writing it costs a join over the ended trials' lines, not their
+        conversion, however many trials the sweep has held.
+        """
+        data: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "trials"}
+        data["trials"] = []
+        head = json.dumps(data, default=str)  # ends with the empty list of the last key: `"trials": []}`
+        return head[: -len("[]}")] + "[" + ", ".join(t.to_json() for t in self.trials) + "]}"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Snapshot:

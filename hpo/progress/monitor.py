@@ -10,7 +10,6 @@ trials ended), so the MLflow UI charts the optimisation history.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
@@ -35,10 +34,6 @@ from hpo.trial.protocol import trial_error_line
 
 logger = logging.getLogger(__name__)
 
-#: The longest wait between fresh snapshots however costly the estimate (``hpo status`` calls a state not
-#: updated for 60 s stale).
-MAX_REFRESH_S = 20.0
-
 #: Metric logger: ``(metrics, step)`` onto the sweep's parent run.
 LogMetrics = Callable[[dict[str, float], int], None]
 
@@ -52,23 +47,24 @@ class SweepMonitor(Callback):
         views: Where snapshots go (none: only ``progress.json`` and MLflow).
         live_file: ``STATE/NAME/progress.json``; None: not written.
         events_file: ``STATE/NAME/progress_events.jsonl`` (:mod:`~hpo.progress.journal`); None: not written.
-        tick_s: Seconds between snapshots with fresh estimates (``progress.json`` is written with each).
+        tick_s: Seconds between snapshots written to ``progress.json`` (and fresh estimates, at most).
         log_every_s: Seconds between forecasts logged to MLflow.
         estimate_share: The most of one core the sweep estimate may take: fresh estimates come at most every
-            ``max(tick_s, min(20 s, cost of the last one / estimate_share))`` seconds, so a sweep of thousands
-            of trials refreshes its forecast less often instead of slowing its driver down. None: every
-            ``tick_s``.
+            ``max(tick_s, cost of the last one / estimate_share)`` seconds (the estimate's cost grows with the
+            trials a sweep plans), so a sweep of thousands of trials refreshes its forecast less often instead
+            of slowing its driver down. None: every ``tick_s``.
 
-    Between fresh estimates, a trial's first epoch or end still reaches the views at once, with fresh counts
-    and trial lines and the last estimate (:meth:`SweepProgress.snapshot` with ``estimate=False``); the file
-    and MLflow get only the fresh snapshots, so the driver's work per trial event does not grow with the
-    sweep.
+    Between fresh estimates, a trial's first epoch or end still reaches the views at once, and every
+    ``tick_s`` the views and ``progress.json`` get a snapshot with fresh counts and trial lines and the last
+    estimate (:meth:`SweepProgress.snapshot` with ``estimate=False``); MLflow gets only the fresh ones.
+    ``progress.json`` is written from each trial line's JSON made once (:meth:`Snapshot.to_json`), so the
+    driver's work per trial event does not grow with the sweep.
     """
 
     def __init__(
         self, progress: SweepProgress, header: Header, views: list[View], live_file: Path | None = None,
         tick_s: float = 2.0, log_every_s: float = 30.0, events_file: Path | None = None,
-        estimate_share: float | None = 0.1,
+        estimate_share: float | None = 0.05,
     ) -> None:
         self.progress = progress
         self.header = header
@@ -94,6 +90,7 @@ class SweepMonitor(Callback):
         self.deadline: DeadlineWatch | None = None
         self._lock = threading.RLock()
         self.last_tick = 0.0
+        self.last_write = 0.0
         self.last_log = -math.inf
         self.synced = False
         self.snapshot: Snapshot | None = None
@@ -105,8 +102,8 @@ class SweepMonitor(Callback):
                 "resource_wait": None, "resources_waited_s": 0.0, "deadline": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, tick_s=2.0, log_every_s=30.0, last_tick=0.0, last_log=-math.inf,
-                             synced=True, snapshot=None, estimate_share=0.1, _lock=threading.RLock())
+        self.__dict__.update(state, tick_s=2.0, log_every_s=30.0, last_tick=0.0, last_write=0.0, last_log=-math.inf,
+                             synced=True, snapshot=None, estimate_share=0.05, _lock=threading.RLock())
 
     # -- the sweep's own calls ---------------------------------------------------------------------
 
@@ -247,14 +244,16 @@ class SweepMonitor(Callback):
     def _tick(self, force: bool = False, event: tuple[str, str, str] | None = None) -> Snapshot | None:
         """A snapshot to the views (``event``: a trial's first epoch or end, shown first).
 
-        Once the refresh interval has passed, the snapshot has fresh estimates and also goes to the file
-        and MLflow.
+        Every ``tick_s`` the snapshot also goes to the file; once the estimate's refresh interval has passed,
+        it has fresh estimates and also goes to MLflow. Between fresh estimates it carries the last one, with
+        fresh counts and trial lines.
         """
         now = time.monotonic()
         # A trial's event refreshes the estimate too while the last one had no time left to show yet.
         untimed = self.snapshot is None or self.snapshot.remaining_s_median is None
         fresh = now - self.last_tick >= self._interval() or (force and untimed)
-        if not force and not fresh:
+        write = fresh or now - self.last_write >= self.tick_s
+        if not force and not write:
             return None
         try:
             snapshot = self._with_storage(self.progress.snapshot(estimate=fresh))
@@ -263,6 +262,8 @@ class SweepMonitor(Callback):
             return None
         if fresh:
             self.last_tick = now
+        if write:
+            self.last_write = now
         with self._lock:
             self.snapshot = snapshot
             line = None if event is None else _line_of(snapshot, event[0], self.progress)
@@ -270,7 +271,7 @@ class SweepMonitor(Callback):
                 if line is not None:
                     view.trial_event(snapshot, line, event[1], event[2])  # type: ignore[index]
                 view.update(snapshot)
-            if fresh:
+            if write:
                 self._write(snapshot)
                 self._deadline(snapshot)
         if fresh:
@@ -337,13 +338,13 @@ class SweepMonitor(Callback):
         """Seconds between fresh estimates: ``tick_s``, or longer where an estimate costs more than its share."""
         if self.estimate_share is None:
             return self.tick_s
-        return max(self.tick_s, min(MAX_REFRESH_S, self.progress.estimate_cost_s / self.estimate_share))
+        return max(self.tick_s, self.progress.estimate_cost_s / self.estimate_share)
 
     def _write(self, snapshot: Snapshot) -> None:
         if self.live_file is None:
             return
         try:
-            write_text_atomic(self.live_file, json.dumps(snapshot.to_dict(), default=str))
+            write_text_atomic(self.live_file, snapshot.to_json())
         except OSError as exc:
             logger.warning("%s not written: %s", self.live_file, exc)
 

@@ -28,7 +28,53 @@ SPOOL_NAME = "mlflow_spool.jsonl"
 log = logging.getLogger(__name__)
 
 
-class Outbox:
+class OutboxWrites:
+    """The writes a sweep makes, each built as one operation dict and handed to :meth:`submit`; its MLflow client.
+
+    Shared by :class:`Outbox` (sends or spools each at once) and
+    :class:`~hpo.tracking.writer.OutboxProcess` (hands each to its child process), so both speak the same
+    operations.
+    """
+
+    uri: str
+    _client: Any
+
+    def submit(self, op: dict[str, Any]) -> None:
+        """Sends (or queues) one operation."""
+        raise NotImplementedError
+
+    @property
+    def client(self) -> Any:
+        """An MLflow client (made on first use, also after unpickling; beside a writer process, for reads)."""
+        if self._client is None:
+            self._client = mlflow_client(self.uri)
+        return self._client
+
+    def create_run(self, key: str, run_name: str, tags: dict[str, str]) -> None:
+        """Creates the run for ``key`` (a trial); its id is in :attr:`run_ids` once it was sent."""
+        self.submit({"op": "create_run", "key": key, "run_name": run_name, "tags": tags})
+
+    def log(
+        self,
+        key: str,
+        metrics: list[tuple[str, float, int, int]] | None = None,
+        params: dict[str, str] | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> None:
+        """Logs metrics ``(key, value, timestamp_ms, step)``, params and tags to the run of ``key``."""
+        self.submit({"op": "log", "key": key, "metrics": metrics or [], "params": params or {}, "tags": tags or {}})
+
+    def terminate(self, key: str, status: str) -> None:
+        """Sets the run of ``key`` to ``FINISHED``, ``FAILED``, ``KILLED`` or (resumed) ``RUNNING``."""
+        self.submit({"op": "terminate", "key": key, "status": status})
+
+    def log_model(self, model_path: str, sample_url: str, features: str, registered_name: str, trial_id: str) -> None:
+        """Logs and registers the best model on the parent run (see :mod:`hpo.tracking.best_model`)."""
+        self.submit({"op": "log_model", "key": "sweep", "model_path": model_path, "sample_url": sample_url,
+                     "features": features, "registered_name": registered_name, "trial_id": trial_id})
+
+
+class Outbox(OutboxWrites):
     """Sends MLflow writes for one sweep; spools what the server cannot take.
 
     Args:
@@ -67,13 +113,6 @@ class Outbox:
         return {**self.__dict__, "_client": None, "_history": {}}
 
     @property
-    def client(self) -> Any:
-        """The MLflow client (made on first use, also after unpickling)."""
-        if self._client is None:
-            self._client = mlflow_client(self.uri)
-        return self._client
-
-    @property
     def down(self) -> bool:
         """True while writes are waiting in the spool."""
         return self.spool_path.is_file() and self.spool_path.stat().st_size > 0
@@ -86,39 +125,6 @@ class Outbox:
 
     def push(self) -> None:
         """Nothing to do: every write was sent (or spooled) when it was made."""
-
-    def create_run(self, key: str, run_name: str, tags: dict[str, str]) -> str | None:
-        """Creates the run for ``key`` (a trial); None if it was spooled."""
-        self.submit({"op": "create_run", "key": key, "run_name": run_name, "tags": tags})
-        return self.run_ids.get(key)
-
-    def log(
-        self,
-        key: str,
-        metrics: list[tuple[str, float, int, int]] | None = None,
-        params: dict[str, str] | None = None,
-        tags: dict[str, str] | None = None,
-    ) -> None:
-        """Logs metrics ``(key, value, timestamp_ms, step)``, params and tags to the run of ``key``."""
-        self.submit({"op": "log", "key": key, "metrics": metrics or [], "params": params or {}, "tags": tags or {}})
-
-    def terminate(self, key: str, status: str) -> None:
-        """Sets the run of ``key`` to ``FINISHED``, ``FAILED``, ``KILLED`` or (resumed) ``RUNNING``."""
-        self.submit({"op": "terminate", "key": key, "status": status})
-
-    def log_model(self, model_path: str, sample_url: str, features: str, registered_name: str, trial_id: str) -> None:
-        """Logs and registers the best model on the parent run (see :mod:`hpo.best_model`)."""
-        self.submit(
-            {
-                "op": "log_model",
-                "key": "sweep",
-                "model_path": model_path,
-                "sample_url": sample_url,
-                "features": features,
-                "registered_name": registered_name,
-                "trial_id": trial_id,
-            }
-        )
 
     # -- sending and spooling -----------------------------------------------------------------------
 

@@ -27,14 +27,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from hpo.tracking.outbox import Outbox
-from hpo.tracking.store import mlflow_client
+from hpo.tracking.outbox import Outbox, OutboxWrites
 from hpo.tracking.transport import TrackingError
 
 log = logging.getLogger(__name__)
 
 
-class OutboxProcess:
+class OutboxProcess(OutboxWrites):
     """An :class:`~hpo.tracking.outbox.Outbox` run by a child process; the driver only queues writes.
 
     It offers what the sweep's tracking uses of an outbox: the writes (:meth:`create_run`, :meth:`log`,
@@ -102,7 +101,7 @@ class OutboxProcess:
             atexit.register(self.close)  # a driver that ends without closing still hands over what it holds
         return self._proc
 
-    def _send(self, op: dict[str, Any]) -> None:
+    def submit(self, op: dict[str, Any]) -> None:
         """Queues ``op`` for the child; never waits (the feeder thread writes it to the child's input)."""
         self._child()
         self._lines.put(json.dumps(op) + "\n")
@@ -123,7 +122,7 @@ class OutboxProcess:
         """
         if self._proc is None and not flush:
             return 0
-        self._send({"op": "sync", "flush": flush})
+        self.submit({"op": "sync", "flush": flush})
         proc = self._child()
         assert proc.stdout is not None
         try:
@@ -166,13 +165,6 @@ class OutboxProcess:
     # -- what the sweep's tracking uses of an outbox ------------------------------------------------
 
     @property
-    def client(self) -> Any:
-        """An MLflow client of the driver's own (reads; writes only after :meth:`sync`)."""
-        if self._client is None:
-            self._client = mlflow_client(self.uri)
-        return self._client
-
-    @property
     def run_ids(self) -> dict[str, str]:
         """Run key → run id, as of now (a barrier)."""
         if self._unsynced:
@@ -196,30 +188,7 @@ class OutboxProcess:
     def adopt(self, key: str, run_id: str) -> None:
         """Writes for ``key`` go to the existing run ``run_id`` (a resumed sweep's trial)."""
         self._run_ids[key] = run_id
-        self._send({"op": "adopt", "key": key, "run_id": run_id})
-
-    def create_run(self, key: str, run_name: str, tags: dict[str, str]) -> None:
-        """Creates the run for ``key`` (a trial); its id is known after the next barrier."""
-        self._send({"op": "create_run", "key": key, "run_name": run_name, "tags": tags})
-
-    def log(
-        self,
-        key: str,
-        metrics: list[tuple[str, float, int, int]] | None = None,
-        params: dict[str, str] | None = None,
-        tags: dict[str, str] | None = None,
-    ) -> None:
-        """Logs metrics ``(key, value, timestamp_ms, step)``, params and tags to the run of ``key``."""
-        self._send({"op": "log", "key": key, "metrics": metrics or [], "params": params or {}, "tags": tags or {}})
-
-    def terminate(self, key: str, status: str) -> None:
-        """Sets the run of ``key`` to ``FINISHED``, ``FAILED``, ``KILLED`` or (resumed) ``RUNNING``."""
-        self._send({"op": "terminate", "key": key, "status": status})
-
-    def log_model(self, model_path: str, sample_url: str, features: str, registered_name: str, trial_id: str) -> None:
-        """Logs and registers the best model on the parent run (see :mod:`hpo.tracking.best_model`)."""
-        self._send({"op": "log_model", "key": "sweep", "model_path": model_path, "sample_url": sample_url,
-                    "features": features, "registered_name": registered_name, "trial_id": trial_id})
+        self.submit({"op": "adopt", "key": key, "run_id": run_id})
 
     def flush(self) -> int:
         """Replays the spool if the server answers; returns how many writes are still waiting (a barrier)."""

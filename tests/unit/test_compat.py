@@ -462,3 +462,35 @@ def test_tune_controller_seen_hands_over_each_controller_inside_the_block_only()
     with compat.tune_controller_seen(seen.append):
         assert TuneController.__init__ is not original
     assert TuneController.__init__ is original and seen == []
+
+
+def test_tune_state_saves_within_share_lengthens_the_period_of_a_costly_save(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from ray.tune.execution import experiment_state
+    from ray.tune.execution.experiment_state import _ExperimentCheckpointManager
+
+    syncer = SimpleNamespace(sync_up=lambda *_: True, wait=lambda: None)  # the upload is not what is checked
+    storage = SimpleNamespace(experiment_driver_staging_path=str(tmp_path), experiment_fs_path=str(tmp_path),
+                              syncer=syncer)
+    manager = _ExperimentCheckpointManager(storage=storage, checkpoint_period=2)  # TUNE_GLOBAL_CHECKPOINT_S=2
+    compat.tune_state_saves_within_share(SimpleNamespace(_checkpoint_manager=manager), every_s=2.0, share=0.05)
+    clock = [100.0]
+    monkeypatch.setattr(experiment_state, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+
+    def save(seconds: float) -> None:
+        clock[0] += manager._checkpoint_period  # the period since the last save has passed
+
+        def save_fn() -> None:
+            clock[0] += seconds  # a save of the experiment state that takes ``seconds``
+        manager.sync_up_experiment_state(save_fn=save_fn, wait=True)
+
+    save(0.01)
+    assert manager._checkpoint_period == 2.0, _broken("tune_state_saves_within_share", "ray",
+                                                      "_ExperimentCheckpointManager._update_auto_checkpoint_time")
+    save(1.0)  # a sweep of thousands of trials: the next save comes 19 s later, not 2
+    assert manager._checkpoint_period == pytest.approx(19.0)
+    clock[0] += 10.0
+    saved = []
+    manager.sync_up_experiment_state(save_fn=lambda: saved.append(1))
+    assert saved == []  # 10 s after a save that took 1 s: not yet

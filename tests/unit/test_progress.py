@@ -175,6 +175,31 @@ def test_monitor_writes_progress_json_and_logs_the_forecast(tmp_path):
     assert final.state == "interrupted" and read_live(tmp_path / PROGRESS_FILE).state == "interrupted"
 
 
+def test_a_costly_estimate_comes_less_often_and_progress_json_keeps_its_counts_fresh(tmp_path, monkeypatch):
+    monitor = _monitor(tmp_path, plan=_plan(planned_trials=50))
+    monitor.estimate_share = 0.05
+    estimates = []
+    estimate = SweepProgress.snapshot
+
+    def counted(self, *args, **kwargs):
+        estimates.append(kwargs.get("estimate", True))
+        return estimate(self, *args, **kwargs)
+
+    monkeypatch.setattr(SweepProgress, "snapshot", counted)
+    monitor.checked()
+    for number in range(6):
+        trial = _trial(f"t{number}")
+        monitor.on_trial_start(0, [], trial)
+        monitor.on_trial_result(0, [], trial, {"val_accuracy": 0.5, "epoch": 1, "epoch_time_s": 0.5})
+        monitor.progress.estimate_cost_s = 3600.0  # an estimate costs an hour now: the next waits 20 hours
+        trial.last_result = {"val_accuracy": 0.5, "epoch": 1}
+        monitor.on_trial_complete(0, [], trial)
+        monitor.on_step_end(0, [])
+        live = read_live(tmp_path / PROGRESS_FILE)
+        assert live.ended == number + 1 and len(live.trials) == number + 1  # written at every tick all the same
+    assert estimates.count(True) == 2  # the checks' snapshot, then the first trial's epoch (no time left known)
+
+
 def test_a_resumed_sweep_counts_the_trials_that_ended_before(tmp_path):
     monitor = _monitor(tmp_path)
     done = SimpleNamespace(trial_id="old", config={"lr": 1}, status="TERMINATED",

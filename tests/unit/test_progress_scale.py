@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import random
 
-from hpo.progress.live import SweepProgress
+from hpo.progress.live import Snapshot, SweepProgress
 from hpo.progress.sweep import SweepPlan
 
 PLAN = SweepPlan(planned_trials=120, max_concurrent=4, max_epochs=6, mode="max", cpus_per_trial=0.5,
@@ -68,3 +70,38 @@ def test_a_trial_that_reports_after_its_end_is_estimated_from_what_it_reported_l
     for event in [*events, late]:
         _feed(fresh, event)
     assert _estimate(kept, now + 1.0) == _estimate(fresh, now + 1.0)
+
+
+def _sweep_of(ended: int, running: int = 3) -> SweepProgress:
+    progress = SweepProgress("s", "val_accuracy", PLAN, started=0.0)
+    for i in range(ended + running):
+        tid = f"t{i:04d}"
+        progress.start(tid, {"lr": i / 1000, "units": 8}, now=float(i))
+        progress.result(tid, 1, 0.5 + i / 10_000, 0.7, now=i + 1.0)
+        if i < ended:
+            progress.end(tid, "stopped_early", now=i + 2.0)
+    return progress
+
+
+def _lines_converted(progress: SweepProgress, monkeypatch) -> int:
+    """Trial lines converted to JSON for one more ``progress.json``, after one trial more started and ended."""
+    import hpo.progress.live as live
+
+    progress.snapshot(estimate=False).to_json()  # what the previous write converted, kept
+    number = len(progress.trials)
+    progress.start(f"t{number:04d}", {"lr": 0.5, "units": 8}, now=float(number))
+    progress.end(f"t{number:04d}", "failed", now=number + 1.0)
+    converted = []
+    monkeypatch.setattr(live, "asdict", lambda obj: converted.append(obj) or dataclasses.asdict(obj))
+    progress.snapshot(estimate=False).to_json()
+    monkeypatch.undo()
+    return len(converted)
+
+
+def test_progress_json_is_the_snapshots_json_and_converts_only_the_lines_that_changed(monkeypatch):
+    progress = _sweep_of(ended=40)
+    snapshot = progress.snapshot(now=50.0, estimate=True)
+    assert snapshot.to_json() == json.dumps(snapshot.to_dict(), default=str)
+    assert Snapshot.from_dict(json.loads(snapshot.to_json())) == snapshot
+    few, many = _lines_converted(_sweep_of(ended=10), monkeypatch), _lines_converted(_sweep_of(ended=400), monkeypatch)
+    assert few == many == 3 + 1  # the running trials' lines and the one that just ended, however many ended before

@@ -140,13 +140,13 @@ def test_flushes_come_less_often_when_the_store_is_slow(tmp_path, monkeypatch):
 def _ops_sent(nesting: MlflowNesting, monkeypatch) -> collections.Counter[str]:
     """Counts the writes the driver hands to the writer process, by kind."""
     sent: collections.Counter[str] = collections.Counter()
-    hand_over = nesting.outbox._send
+    hand_over = nesting.outbox.submit
 
     def counted(op: dict) -> None:
         sent[op["op"]] += 1
         hand_over(op)
 
-    monkeypatch.setattr(nesting.outbox, "_send", counted)
+    monkeypatch.setattr(nesting.outbox, "submit", counted)
     return sent
 
 
