@@ -14,6 +14,7 @@ from hpo.config import SweepConfig
 from hpo.driver import check_not_running, recorded_driver
 from hpo.errors import ConfigError, SweepAborted, SweepInterrupted
 from hpo.interrupt import Interruption
+from hpo.memory import ReleaseFreeMemory, release_free_memory
 from hpo.options import RunOptions, summary_path
 from hpo.preflight import check_fits_cluster, preflight
 from hpo.ray_session import start_ray, stop_ray
@@ -104,7 +105,8 @@ def _run(
     ))
     interrupt.on_stop = tracker.mark_interrupted
     monitor.log = tracker.log_progress
-    watchers = [*([clock] if clock is not None else []), tracker.callback, monitor]  # the clock first: it reads results
+    watchers = [*([clock] if clock is not None else []), tracker.callback, monitor,  # the clock first: it reads results
+                ReleaseFreeMemory()]
     # On a cluster, nodes come and go: trials whose placement group stays unplaced are seen to (a local Ray
     # loses no node).
     placement = None
@@ -148,6 +150,7 @@ def _run(
         _push_state(options, config.name)
         stop_ray(started_ray)
         raise SweepAborted(f"sweep '{config.name}' stopped: {failure_line(exc)}") from exc
+    release_free_memory()  # what Tune's loop freed, before the write-up allocates its own
     storage_stopped = set(monitor.storage_interrupted)  # ended because the storage did not answer: resumable
     interrupted = interrupt.interrupted or bool(storage_stopped)
     monitor.close("interrupted" if interrupted else "finished")
@@ -206,6 +209,7 @@ def _write_up(
     summary = build_summary(config, rows, tracker.summary_section(), time.time() - started, goal,
                             "interrupted" if interrupted else "finished")
     report = _report(config, options, summary)
+    release_free_memory()  # the report's figures and the study it read
     best_id = summary.best.trial_id if summary.best else None  # the summary's rule (best mean with repeats)
     best = next((r for r in rows if r.trial_id == best_id), None)
     pending = tracker.interrupt(summary) if interrupted else tracker.finish(rows, best, goal, summary, report)

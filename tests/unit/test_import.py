@@ -45,7 +45,7 @@ LAYERS = [
     {"data", "models", "compat", "stack_check"},
     {"config", "kinds", "cutoffs", "objective", "stats", "options", "storage", "object_store", "errors",
      "_env", "trial.protocol", "writable", "sweep_summary", "data.sources", "results",
-     "queue.entry", "queue.store"},
+     "queue.entry", "queue.store", "memory"},
 ]
 
 

@@ -116,3 +116,29 @@ def test_the_report_builds_no_plotly_object_per_trial():
     few, many = plotly_objects_made(20), plotly_objects_made(400)
     assert few[1] == 40 and many[1] == 800  # still a curve and an end marker per trial
     assert many[0] == few[0]
+
+
+def test_parameter_importance_reads_the_completed_trials_only_and_matches_optuna_on_the_whole_study(tmp_path):
+    import optuna
+
+    from hpo.report import param_importance
+    from hpo.search import study_url
+
+    storage = Storage.parse(tmp_path / "runs")
+    config = SweepConfig.model_validate(base_sweep(name="imp"))
+    save_config(storage.state_dir("imp"), config)
+    study = optuna.create_study(study_name="imp", storage=study_url(storage.state_dir("imp")), direction="maximize",
+                                sampler=optuna.samplers.RandomSampler(seed=0))
+    space = {"learning_rate": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True),
+             "units": optuna.distributions.IntDistribution(16, 128)}
+    for i in range(40):
+        trial = study.ask(space)
+        for epoch in range(1, 4):
+            trial.report(trial.params["units"] / 128 + epoch / 10, epoch)
+        if i % 3:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)  # most trials stopped by the scheduler
+        else:
+            study.tell(trial, trial.params["units"] / 128 - trial.params["learning_rate"])
+    view = SweepView("imp", config, [], None, True)
+    assert param_importance(storage, view) == optuna.importance.get_param_importances(
+        optuna.load_study(study_name="imp", storage=study_url(storage.state_dir("imp"))))
