@@ -42,10 +42,10 @@ LAYERS = [
     {"tuner"},
     {"preflight", "summary", "ray_session", "progress", "rerun", "report", "queue", "replay", "plan"},
     {"search", "trial", "tracking", "cluster", "repeats", "interrupt", "driver"},
-    {"data", "models", "compat", "stack_check"},
+    {"data", "models", "compat", "stack_check", "memory"},
     {"config", "kinds", "cutoffs", "objective", "stats", "options", "storage", "object_store", "errors",
      "_env", "trial.protocol", "writable", "sweep_summary", "data.sources", "results",
-     "queue.entry", "queue.store", "memory"},
+     "queue.entry", "queue.store"},
 ]
 
 
