@@ -14,6 +14,7 @@ from hpo.config import SweepConfig
 from hpo.driver import check_not_running, recorded_driver
 from hpo.errors import ConfigError, SweepAborted, SweepInterrupted
 from hpo.interrupt import Interruption
+from hpo.memory import ReleaseFreeMemory, release_free_memory
 from hpo.options import RunOptions, summary_path
 from hpo.preflight import check_fits_cluster, preflight
 from hpo.ray_session import start_ray, stop_ray
@@ -109,7 +110,8 @@ def _run(
     ))
     interrupt.on_stop = tracker.mark_interrupted
     monitor.log = tracker.log_progress
-    watchers = [*([clock] if clock is not None else []), tracker.callback, monitor]  # the clock first: it reads results
+    watchers = [*([clock] if clock is not None else []), tracker.callback, monitor,  # the clock first: it reads results
+                ReleaseFreeMemory()]
     # On a cluster, nodes come and go: trials whose placement group stays unplaced are seen to (a local Ray
     # loses no node).
     placement = None
@@ -156,6 +158,7 @@ def _run(
         deadline.release(to_deadline)
         stop_ray(started_ray)
         raise SweepAborted(f"sweep '{config.name}' stopped: {failure_line(exc)}") from exc
+    release_free_memory()  # what Tune's loop freed, before the write-up allocates its own
     storage_stopped = set(monitor.storage_interrupted)  # ended because the storage did not answer: resumable
     interrupted = interrupt.interrupted or bool(storage_stopped)
     monitor.close("interrupted" if interrupted else "finished")
@@ -218,6 +221,7 @@ def _write_up(
     if deadline_section is not None and (section := deadline_section(summary.status)) is not None:
         summary.deadline = section
     report = _report(config, options, summary)
+    release_free_memory()  # the report's figures and the study it read
     best_id = summary.best.trial_id if summary.best else None  # the summary's rule (best mean with repeats)
     best = next((r for r in rows if r.trial_id == best_id), None)
     pending = tracker.interrupt(summary) if interrupted else tracker.finish(rows, best, goal, summary, report)

@@ -102,19 +102,26 @@ def close_study(config: SweepConfig, sweep_dir: Path) -> int:
     recorded: the driver was killed between the two (the study is written at once, Tune's state every few
     seconds), and the resumed sweep asked again. Left RUNNING, it would look like a live trial to
     optuna-dashboard and to a warm start.
+
+    Only the RUNNING trials are read (a query on their state, not the whole study through Optuna's cache:
+    at thousands of trials that read took tens of seconds and held every trial in the driver's memory).
     """
     path = sweep_dir / "optuna.db"
     if not kinds.searcher(config.search.algorithm).study or not path.is_file():
         return 0
-    import optuna
+    from optuna.trial import TrialState
 
+    storage = study_storage(sweep_dir)
     try:
-        study = optuna.load_study(study_name=config.name, storage=study_url(sweep_dir))
+        study_id = storage.get_study_id_from_name(config.name)
+        lost = storage.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
+        for trial in lost:
+            trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
+            storage.set_trial_state_values(trial_id, TrialState.FAIL)
     except KeyError:
         return 0
-    lost = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.RUNNING]
-    for trial in lost:
-        study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+    finally:
+        storage.engine.dispose()
     return len(lost)
 
 

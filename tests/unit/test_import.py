@@ -42,7 +42,7 @@ LAYERS = [
     {"tuner"},
     {"preflight", "summary", "ray_session", "progress", "rerun", "report", "queue", "replay", "plan"},
     {"search", "trial", "tracking", "cluster", "repeats", "interrupt", "driver"},
-    {"data", "models", "compat", "stack_check"},
+    {"data", "models", "compat", "stack_check", "memory"},
     {"config", "kinds", "cutoffs", "objective", "stats", "options", "storage", "object_store", "errors",
      "_env", "trial.protocol", "writable", "sweep_summary", "data.sources", "results",
      "queue.entry", "queue.store"},

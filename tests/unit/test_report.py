@@ -10,7 +10,7 @@ import pytest
 from hpo.config import SweepConfig
 from hpo.errors import ConfigError
 from hpo.repeats import save_config
-from hpo.report import TITLE, write_report
+from hpo.report import TITLE, SweepView, TrialView, figures, write_report
 from hpo.storage import Storage
 from hpo.summary import build_summary
 from hpo.trial.protocol import TrialRow
@@ -88,3 +88,57 @@ def test_cli_report_table_sorted_by_the_objective_with_a_column_per_parameter_an
     assert summary["name"] == "rep" and len(summary["trials"]) == 4
     made = hpo_cli("report", "rep", "-o", "r.html", "--storage", str(tmp_path / "runs"), cwd=tmp_path)
     assert made.returncode == 0 and (tmp_path / "r.html").is_file()
+
+
+def _many_trials(n: int) -> SweepView:
+    config = SweepConfig.model_validate(base_sweep(name="big"))
+    trials = [TrialView(f"{i:05d}", {"learning_rate": 0.001 * (i % 7 + 1)}, "completed" if i % 3 else "stopped_early",
+                        0.5 + (i % 11) / 100, [(e, 0.4 + e / 20 + (i % 5) / 100) for e in range(1, 5)], 3.0 + i % 4)
+              for i in range(n)]
+    return SweepView("big", config, trials, None, True)
+
+
+def test_the_report_builds_no_plotly_object_per_trial():
+    """Drawn at a sweep's end, in its driver: thousands of trials must not mean thousands of plotly objects."""
+    import gc
+
+    from plotly.basedatatypes import BasePlotlyType
+
+    def plotly_objects_made(n: int) -> tuple[int, int]:
+        view = _many_trials(n)
+        gc.collect()
+        before = sum(isinstance(o, BasePlotlyType) for o in gc.get_objects())
+        made = figures(view, None)
+        curves = dict(made)["Learning curves (marker: where each trial ended; x = stopped by the scheduler)"]
+        return sum(isinstance(o, BasePlotlyType) for o in gc.get_objects()) - before, len(curves["data"])
+
+    plotly_objects_made(2)  # plotly's caches filled
+    few, many = plotly_objects_made(20), plotly_objects_made(400)
+    assert few[1] == 40 and many[1] == 800  # still a curve and an end marker per trial
+    assert many[0] == few[0]
+
+
+def test_parameter_importance_reads_the_completed_trials_only_and_matches_optuna_on_the_whole_study(tmp_path):
+    import optuna
+
+    from hpo.report import param_importance
+    from hpo.search import study_url
+
+    storage = Storage.parse(tmp_path / "runs")
+    config = SweepConfig.model_validate(base_sweep(name="imp"))
+    save_config(storage.state_dir("imp"), config)
+    study = optuna.create_study(study_name="imp", storage=study_url(storage.state_dir("imp")), direction="maximize",
+                                sampler=optuna.samplers.RandomSampler(seed=0))
+    space = {"learning_rate": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True),
+             "units": optuna.distributions.IntDistribution(16, 128)}
+    for i in range(40):
+        trial = study.ask(space)
+        for epoch in range(1, 4):
+            trial.report(trial.params["units"] / 128 + epoch / 10, epoch)
+        if i % 3:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)  # most trials stopped by the scheduler
+        else:
+            study.tell(trial, trial.params["units"] / 128 - trial.params["learning_rate"])
+    view = SweepView("imp", config, [], None, True)
+    assert param_importance(storage, view) == optuna.importance.get_param_importances(
+        optuna.load_study(study_name="imp", storage=study_url(storage.state_dir("imp"))))
