@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,3 +87,21 @@ class MotoServer:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=15)
+
+
+@contextlib.contextmanager
+def moto_with_bucket(log: Path, bucket: str) -> Iterator[MotoServer]:
+    """A started moto server with ``bucket``, its credentials and endpoint in ``os.environ`` until the end."""
+    server = MotoServer(log).start()
+    server.bucket(bucket)
+    saved = {k: os.environ.get(k) for k in server.env()}
+    os.environ.update(server.env())
+    try:
+        yield server
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

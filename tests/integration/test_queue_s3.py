@@ -6,7 +6,6 @@ storage layer as the sweeps' state. No Ray: the dispatcher's and the runner's fi
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 
@@ -17,26 +16,15 @@ from hpo.queue.admission import handover_step
 from hpo.queue.package import SweepInputs, build, read_package, store_package, unpack, working_dir
 from hpo.queue.standby import claim, wait
 from hpo.storage import Storage
-from tests.integration.s3 import MotoServer
+from tests.integration.s3 import MotoServer, moto_with_bucket
 
 BUCKET = "queue"
 
 
 @pytest.fixture(scope="module")
 def moto(tmp_path_factory) -> Iterator[MotoServer]:
-    server = MotoServer(tmp_path_factory.mktemp("moto") / "moto.log").start()
-    server.bucket(BUCKET)
-    saved = {k: os.environ.get(k) for k in server.env()}
-    os.environ.update(server.env())
-    try:
+    with moto_with_bucket(tmp_path_factory.mktemp("moto") / "moto.log", BUCKET) as server:
         yield server
-    finally:
-        server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def test_a_sweep_is_handed_over_claimed_and_unpacked_through_object_storage(moto, tmp_path):

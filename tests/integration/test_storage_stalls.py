@@ -19,26 +19,15 @@ from hpo import object_store
 from hpo.data import ReaderCache, ShardStream, describe, write_dataset
 from hpo.data.local_copy import copy_dir, local_copy
 from hpo.storage import Storage
-from tests.integration.s3 import MotoServer
+from tests.integration.s3 import MotoServer, moto_with_bucket
 
 BUCKET = "stalls"
 
 
 @pytest.fixture(scope="module")
 def moto(tmp_path_factory) -> Iterator[MotoServer]:
-    server = MotoServer(tmp_path_factory.mktemp("moto") / "moto.log").start()
-    server.bucket(BUCKET)
-    saved = {k: os.environ.get(k) for k in server.env()}
-    os.environ.update(server.env())
-    try:
+    with moto_with_bucket(tmp_path_factory.mktemp("moto") / "moto.log", BUCKET) as server:
         yield server
-    finally:
-        server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _frozen(server: MotoServer, seconds: float) -> threading.Timer:
