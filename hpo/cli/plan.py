@@ -83,28 +83,16 @@ def plan(
     show(result)
 
 
-def deadline_seconds(file: Path, text: str, now: datetime | None = None) -> float:
+def deadline_seconds(file: Path, text: str) -> float:
     """Seconds from now to ``--deadline`` (a duration, or a date and time in ISO form, local time).
 
     Raises:
         ConfigError: Neither, or a time already past.
     """
-    from hpo.cluster.duration import parse_duration
+    import time
 
-    try:
-        return parse_duration(text, key="--deadline")
-    except ConfigError:
-        pass
-    try:
-        when = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ConfigError(f"{file}: --deadline: {text!r} is neither a duration nor a time; write e.g. 6h, 1h30m "
-                          "or 2026-11-30T06:00") from None
-    now = now or datetime.now(when.tzinfo)
-    seconds = (when - now).total_seconds()
-    if seconds <= 0:
-        raise ConfigError(f"{file}: --deadline: {text} has passed; give a time to come or a duration")
-    return seconds
+    now = time.time()
+    return deadline_at(file, text, now=now) - now
 
 
 def deadline_at(file: Path, text: str, *, passed_ok: bool = False, now: float | None = None) -> float:
