@@ -33,7 +33,10 @@ VENV="$venv" bash scripts/install_petastorm.sh
 VENV="$venv" bash scripts/install_horovod.sh
 if [ "${HPO_DEV:-0}" = 1 ]; then
   echo "installing the test tools (requirements/dev.txt)"
-  $pip install --quiet -c requirements/stack.txt -r requirements/dev.txt
+  # moto's boto3 would otherwise take the newest botocore, outside the range the installed aiobotocore
+  # (s3fs's S3 client) declares: the tests would exercise s3fs on a botocore it does not support.
+  aiobotocore=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("aiobotocore"))')
+  $pip install --quiet -c requirements/stack.txt -r requirements/dev.txt "aiobotocore==$aiobotocore"
 fi
 # Optuna's GPSampler (search.algorithm: optuna-gp) needs torch: installed for the tests (HPO_DEV=1) or
 # on request (HPO_WITH_GP=1); without it, optuna-gp sweeps stop in preflight saying how to install it.

@@ -267,7 +267,7 @@ def test_gpu_sweep_scales_fake_gpu_nodes_up_and_down(fake_cluster: FakeCluster, 
         "trials": len(summary["trials"]),
     }
     print("\ncluster timings:", json.dumps(times))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(times, indent=2) + "\n")
+    if os.environ.get("HPO_STORE_TIMINGS") == "1":  # recorded on request, on a quiet machine: not every run
+        RESULTS.write_text(json.dumps(times, indent=2) + "\n")
     # Not before the idle timeout: the last trial's node was busy until its last result (a 1 s timestamp).
     assert times["scale_down_after_last_trial_s"] >= cluster.idle_timeout_s - 1.5, times

@@ -372,7 +372,10 @@ def test_a_minute_long_storage_stall_mid_trial_fails_nothing(cluster):
     assert sorted(c.data.tags["hpo.trial_id"] for c in children) == sorted(by_id)
     for run in children:
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
-        assert steps == list(range(1, by_id[run.data.tags["hpo.trial_id"]]["epochs"] + 1)), steps  # each epoch once
+        trial = by_id[run.data.tags["hpo.trial_id"]]
+        reported = {d: [(r["epoch"], r["resumed_from_epoch"]) for r in rows]
+                    for d, rows in _results(cluster, "stall").items()}
+        assert steps == list(range(1, trial["epochs"] + 1)), (steps, trial, reported, output[-3000:])  # each epoch once
 
 
 def _results(cluster: TwoNodes, name: str) -> dict[str, list[dict]]:
@@ -440,4 +443,7 @@ def test_a_lost_worker_node_costs_a_trial_only_its_epochs_since_the_last_checkpo
     assert sorted(c.data.tags["hpo.trial_id"] for c in children) == sorted(by_id)  # the same run continued
     for run in children:
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
-        assert steps == list(range(1, by_id[run.data.tags["hpo.trial_id"]]["epochs"] + 1)), steps  # each epoch once
+        trial = by_id[run.data.tags["hpo.trial_id"]]
+        reported = {d: [(r["epoch"], r["resumed_from_epoch"]) for r in rows]
+                    for d, rows in _results(cluster, "node-loss").items()}
+        assert steps == list(range(1, trial["epochs"] + 1)), (steps, trial, reported, output[-3000:])  # each epoch once

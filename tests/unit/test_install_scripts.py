@@ -108,3 +108,15 @@ def test_install_stack_runs_the_checkouts_installers_for_this_python():
         f"bash {ROOT / 'scripts' / 'install_petastorm.sh'}",
         f"bash {ROOT / 'scripts' / 'install_horovod.sh'}",
     ]
+
+
+def test_the_test_tools_leave_s3fs_on_a_botocore_its_client_supports():
+    """moto (requirements/dev.txt) brings boto3; its botocore must stay in the range aiobotocore declares."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    wanted = [Requirement(r) for r in metadata.requires("aiobotocore") or [] if r.startswith("botocore")]
+    assert wanted, "aiobotocore declares no botocore requirement"
+    installed = metadata.version("botocore")
+    assert all(req.specifier.contains(installed) for req in wanted), (installed, [str(r) for r in wanted])
