@@ -18,7 +18,7 @@ from typing import Any
 from hpo.config import SweepConfig
 from hpo.object_store import error_status
 from hpo.objective import best_value, configuration_key, reaches_goal, repeats_reach_goal
-from hpo.results import REPEAT_KEY, SCORED_STATUSES, epochs_of, trial_status
+from hpo.results import EPOCH_KEY, REPEAT_KEY, SCORED_STATUSES, epochs_of, trial_status
 from hpo.stats import Comparison, compare
 from hpo.storage import checkpoint_uri
 from hpo.sweep_summary import (
@@ -108,9 +108,13 @@ def trial_rows(
         known_id = trial_ids[i] if trial_ids is not None else None
         history = result.metrics_dataframe
         values = list(history[metric]) if history is not None and metric in history else []
+        # A trial restored from a checkpoint has that checkpoint's result as its last one until it reports
+        # again: stopped before it does, its last result lags the epochs it reported (and MLflow logged).
+        seen = list(history[EPOCH_KEY].dropna()) if history is not None and EPOCH_KEY in history else []
+        reported = int(max(seen, default=0))
         params = dict(result.config or {})
         if known_id is not None and last.get("trial_id") not in (None, known_id):
-            last, values = {}, []  # another trial's result: this trial never reported
+            last, values, reported = {}, [], 0  # another trial's result: this trial never reported
             params = dict(trial_configs[i]) if trial_configs is not None else {}
         trial_id = known_id or last.get("trial_id") or str(result.path).rstrip("/").rsplit("/", 1)[-1]
         repeat = int(params.pop(REPEAT_KEY, 0))
@@ -125,7 +129,7 @@ def trial_rows(
                 trial_id=trial_id,
                 params=params,
                 status=status,
-                epochs=epochs_of(last),
+                epochs=max(epochs_of(last), reported),
                 metric=best_value(values, mode),
                 stopped_early=status == "stopped_early",
                 mlflow_run_id=run_ids.get(trial_id),

@@ -77,3 +77,15 @@ def test_a_trial_handed_another_trials_last_result_counts_as_never_reported(tmp_
                       trial_configs=[{"units": 32}, {"units": 8}])
     assert [(r.trial_id, r.params, r.epochs, r.metric, r.mlflow_run_id) for r in rows] == [
         ("aaaa", {"units": 32}, 3, None, "run-a"), ("bbbb", {"units": 8}, 0, None, None)]
+
+
+def test_a_trial_stopped_right_after_its_restore_keeps_the_epochs_it_reported(tmp_path):
+    # Tune sets a restored trial's last result to its checkpoint's (epoch 3 here) until it reports again; a
+    # trial stopped before that had reported epoch 4 (logged to MLflow), which its row must still count.
+    import pandas as pd
+
+    history = pd.DataFrame({"trial_id": ["aaaa"] * 4, "epoch": [1, 2, 3, 4], "val_accuracy": [0.5, 0.6, 0.7, 0.8]})
+    restored = Result(metrics={"trial_id": "aaaa", "epoch": 3, "val_accuracy": 0.7, "config": {"units": 32}},
+                      checkpoint=None, error=None, path=str(tmp_path / "a"), metrics_dataframe=history)
+    [row] = trial_rows([restored], parse_sweep(base_sweep()), {"aaaa": "run-a"})
+    assert (row.epochs, row.metric, row.status) == (4, 0.8, "stopped_early")
