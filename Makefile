@@ -10,6 +10,9 @@ DEPS := pyproject.toml requirements/stack.txt requirements/cuda.txt patches/horo
 	scripts/install_petastorm.sh scripts/cuda.sh
 export MAKEFLAGS := -j2
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# The tests' processes keep their compiled modules (and pytest its rewritten test modules) in __pycache__,
+# even where the environment says not to write bytecode: each of them would compile them again.
+TEST_ENV := PYTHONDONTWRITEBYTECODE=
 
 .PHONY: install install-dev demo test test-fast lint bench clean notebook notebook-outputs check-gpu-build
 
@@ -34,7 +37,7 @@ demo: install
 # suite's time is process start-up (TensorFlow, Ray, MLflow), which two processes overlap on 2 cores.
 # Modules go out slowest first (tests/conftest.py SLOWEST_FIRST), so both processes end together.
 test: install-dev
-	$(BIN)/python -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder -rs --durations=25
+	$(TEST_ENV) $(BIN)/python -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder -rs --durations=25
 
 # Opens notebooks/ in Jupyter from the venv (JupyterLab is not part of the stack: install it once).
 notebook: install
@@ -52,7 +55,7 @@ check-gpu-build: install
 	VENV=$(VENV) bash scripts/check_gpu_build.sh
 
 test-fast: install-dev
-	$(BIN)/python -m pytest -q -n 2 tests/unit
+	$(TEST_ENV) $(BIN)/python -m pytest -q -n 2 tests/unit
 
 lint: install-dev
 	$(BIN)/ruff check hpo tests benchmarks search_spaces

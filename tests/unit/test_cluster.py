@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,18 +11,12 @@ import yaml
 
 from hpo.cluster import NodeShape, bundles_per_node, check_trial_fits, launchable_node_types, validate_cluster_file
 from hpo.errors import ConfigError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, hpo_cli
 
 CLUSTER_FILES = sorted((ROOT / "cluster").glob("*.yaml"))
 AWS = ROOT / "cluster" / "aws-gpu.yaml"
 GCP = ROOT / "cluster" / "gcp-gpu.yaml"
 FAKE = ROOT / "cluster" / "local-fake.yaml"
-
-
-def hpo_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "hpo.cli.main", *args], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
 
 
 def test_cluster_dir_has_the_three_files():
