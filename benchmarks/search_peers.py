@@ -401,6 +401,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "search_peers.json")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--time-200", action="store_true")
+    parser.add_argument("--machine", default=f"{os.cpu_count()} cores",
+                        help="the machine and what else ran on it (the wall times are its)")
     parser.add_argument("--validate-only", action="store_true", help="only the surrogate's validation per table")
     args = parser.parse_args()
     seeds = list(range(5 if args.quick else args.seeds))
@@ -412,7 +414,7 @@ def main() -> None:
     if args.time_200:
         timed = time_200([CurveTable.read(p) for p in paths])
         report = {"benchmark": "search_peers_time_200", "replay_200_trials_s": timed,
-                  "machine": "shared (2 cores, five users), run under CPU priority"}
+                  "machine": args.machine}
         args.out.write_text(json.dumps(report, indent=1) + "\n")
         print(report)
         return
@@ -431,7 +433,7 @@ def main() -> None:
     report: dict[str, Any] = {
         "benchmark": "search_peers", "answers": args.answers, "seeds": len(seeds), "peer_seeds": len(peer_seeds),
         "budget_x_max_epochs": args.budget, "patience": args.patience, "methods": [*methods, *venv],
-        "variants": args.variants, "machine": "shared (2 cores, five users; nice 19): wall times are disturbed",
+        "variants": args.variants, "machine": args.machine,
         "versions": {"optuna": _version("optuna"), "ray": _version("ray")}, "tasks": {}}
     if venv and not args.peers_python.exists():
         report["peers_not_run"] = f"{', '.join(venv)}: no peers venv at {args.peers_python} (make_venv.sh)"

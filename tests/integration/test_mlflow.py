@@ -67,13 +67,17 @@ def restartable_port() -> int:
     return quiet_ports(1, "server")[0]
 
 
-def wait_for_an_epoch(client, experiment: str, proc: subprocess.Popen, timeout: float = 300) -> bool:
-    """Waits until a run of ``experiment`` has an epoch's metric on the server; False if ``proc`` ended first."""
+def wait_for_an_epoch(client, experiment: str, proc: subprocess.Popen, timeout: float = 300,
+                      what: str = "metrics.val_accuracy > -1") -> bool:
+    """Waits until a run of ``experiment`` has an epoch's metric on the server; False if ``proc`` ended first.
+
+    ``what``: the runs' filter to wait for (``""``: any run, e.g. the sweep's parent run).
+    """
     deadline = time.monotonic() + timeout
     while proc.poll() is None:
-        assert time.monotonic() < deadline, f"no epoch of {experiment} reached the server in {timeout:.0f} s"
+        assert time.monotonic() < deadline, f"no run of {experiment} matched {what!r} in {timeout:.0f} s"
         exp = client.get_experiment_by_name(experiment)
-        if exp and client.search_runs([exp.experiment_id], "metrics.val_accuracy > -1"):
+        if exp and client.search_runs([exp.experiment_id], what, max_results=1):
             return True
         time.sleep(0.5)
     return False
@@ -145,11 +149,16 @@ def server_sweep(server, tmp_path_factory) -> dict:
 
 
 def _start_second_sweep(server: MlflowServer, work: Path, first: subprocess.Popen) -> subprocess.Popen | None:
-    """Starts the ``conc`` sweep once ``srv`` has an epoch on the server (two Ray starts at once time out on a
-    loaded 2-core machine); None if ``srv`` ended first."""
+    """Starts the ``conc`` sweep once ``srv`` has its parent run on the server; None if ``srv`` ended first.
+
+    ``srv`` makes its parent run after its Ray start (two Ray starts at once time out on a loaded 2-core
+    machine), and from then on runs for about 30 s: ``conc`` has those to reach its own parent run, which
+    must come before ``srv`` ends (``test_two_sweeps_logging_to_one_server_at_once_stay_separate``). Waiting
+    for ``srv``'s first epoch instead left ``conc`` too little of them.
+    """
     from mlflow.tracking import MlflowClient
 
-    if not wait_for_an_epoch(MlflowClient(tracking_uri=server.url), "srv", first):
+    if not wait_for_an_epoch(MlflowClient(tracking_uri=server.url), "srv", first, what=""):
         return None
     work.mkdir()
     sweep = fifo_sweep("conc", num_samples=2, max_epochs=2)
