@@ -138,14 +138,16 @@ def group_stats(values: Sequence[float]) -> GroupStats:
     Raises:
         ValueError: Without values, or with a value that is not finite.
     """
-    from scipy import stats
-
     xs = [float(v) for v in values]
     if not xs or not all(math.isfinite(v) for v in xs):
         raise ValueError(f"need finite values, got {list(values)!r}")
     n, mean = len(xs), sum(xs) / len(xs)
     if n < 2:
         return GroupStats(n=n, mean=mean, std=None, ci_low=None, ci_high=None)
+    # Imported only here and in _welch_p: scipy.stats costs a CLI process about a second, and a sweep of one
+    # run per configuration needs none of it.
+    from scipy import stats
+
     std = math.sqrt(sum((v - mean) ** 2 for v in xs) / (n - 1))
     half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * std / math.sqrt(n)
     return GroupStats(n=n, mean=mean, std=std, ci_low=mean - half, ci_high=mean + half)
@@ -164,12 +166,12 @@ def holm(p_values: Mapping[str, float]) -> dict[str, float]:
 
 def _welch_p(a: GroupStats, b: GroupStats) -> float | None:
     """Two-sided Welch p-value of equal means, from summary statistics (None below two repeats a side)."""
-    from scipy import stats
-
     if a.n < 2 or b.n < 2 or a.std is None or b.std is None:
         return None
     if a.std == 0 and b.std == 0:
         return 1.0 if a.mean == b.mean else 0.0
+    from scipy import stats
+
     return float(stats.ttest_ind_from_stats(a.mean, a.std, a.n, b.mean, b.std, b.n, equal_var=False).pvalue)
 
 

@@ -171,3 +171,14 @@ def test_report_prints_each_top_configuration_and_the_verdict(tmp_path):
     assert "#2 mean 0.6100 ± 0.0100" in out and ", p vs best = " in out
     assert "verdict: best is significantly better than every other configuration (p <= " in out
 
+
+
+def test_one_run_per_configuration_needs_no_scipy_stats():
+    """A sweep without repeats (the common case) does not pay for importing scipy.stats in its driver."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from hpo.stats import compare; c = compare({'a': [0.9], 'b': [0.8]}, mode='max'); "
+            "print(c.winner, 'scipy.stats' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["a", "False"]
