@@ -271,3 +271,47 @@ def test_gpu_sweep_scales_fake_gpu_nodes_up_and_down(fake_cluster: FakeCluster, 
         RESULTS.write_text(json.dumps(times, indent=2) + "\n")
     # Not before the idle timeout: the last trial's node was busy until its last result (a 1 s timestamp).
     assert times["scale_down_after_last_trial_s"] >= cluster.idle_timeout_s - 1.5, times
+
+
+#: Run by the driver of :func:`test_a_deadline_request_brings_a_node_up_before_any_trial_asks`: what
+#: ``hpo tune --deadline`` does on a cluster once its plan recommends nodes, then what it does at the end.
+REQUEST = """
+import json, sys, time
+import ray
+from hpo import deadline
+from hpo.ray_session import start_ray
+start_ray(sys.argv[1])
+capacity = deadline.cluster_capacity()
+print("BUNDLES", json.dumps(deadline.request_nodes({"gpu.x2": 1}, capacity)), flush=True)
+end = time.time() + 120
+while time.time() < end and not any(n["Alive"] and n["Resources"].get("GPU") == 2 for n in ray.nodes()):
+    time.sleep(0.5)
+print("UP", any(n["Alive"] and n["Resources"].get("GPU") == 2 for n in ray.nodes()), flush=True)
+deadline.release(deadline.DeadlineRun(0.0, 0.0, None, requested={"gpu.x2": 1}))
+time.sleep(3)  # a status round of the autoscaler (every second here) after the withdrawal
+"""
+
+
+def test_a_deadline_request_brings_a_node_up_before_any_trial_asks(fake_cluster: FakeCluster, tmp_path: Path):
+    """The bundles hpo asks the autoscaler for launch the planned node type with no task or actor waiting,
+    and hpo's release withdraws the request. Last in the module: the node is left to the fixture's teardown."""
+    assert fake_cluster.fake_nodes() == 0
+    began, earlier_log = time.time(), len(fake_cluster.monitor_log())  # the module's other tests logged before
+    proc = subprocess.run(
+        [sys.executable, "-c", REQUEST, fake_cluster.address], cwd=tmp_path, capture_output=True, text=True,
+        env=hpo_env(HPO_CLUSTER_CONFIG=str(fake_cluster.config_path)), timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    bundles = json.loads(proc.stdout.split("BUNDLES", 1)[1].splitlines()[0])
+    assert bundles == [{"CPU": 2.0, "GPU": 2.0, "object_store_memory": 200000000.0}]  # one gpu.x2, as declared
+    assert "UP True" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+    log = fake_cluster.monitor_log()[earlier_log:]
+    assert re.findall(r"Adding (\d+) node\(s\) of type (gpu\.\w+)", log) == [("1", "gpu.x2")]
+    blocks = [(t, b) for t, b in status_blocks(log) if t >= began - 1]
+    asked = [t for t, b in blocks if "'GPU': 2.0" in section(b, "From request_resources")]
+    assert asked, "no autoscaler status showed the request"
+    # Nothing but the request asked for it: no task or actor demand at any time.
+    assert all("pending tasks/actors" not in section(b, "Pending Demands") for _, b in blocks)
+    # Withdrawn: a status after the last one that showed the request shows none.
+    assert any(t > asked[-1] and section(b, "From request_resources").strip() == "(none)" for t, b in blocks)
