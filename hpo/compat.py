@@ -549,3 +549,20 @@ def tune_fail_pending(controller: Any, trial: Any, reason: str) -> None:
     from ray.tune.error import TuneError
 
     controller._process_trial_failure(trial, TuneError(reason))
+
+
+# -- CPython's own exit (3.11, 3.12) -------------------------------------------------------------------
+
+
+def run_python_exit_steps() -> None:
+    """What CPython does at exit before it tears the interpreter down, in its order.
+
+    ``threading._shutdown`` runs the threading module's exit callbacks (``concurrent.futures`` waits for its
+    queued work there) and joins the non-daemon threads; ``atexit._run_exitfuncs`` runs the ``atexit``
+    handlers, last registered first.
+    """
+    import atexit
+    import threading
+
+    threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()

@@ -420,11 +420,20 @@ app.add_typer(cluster_app, name="cluster", rich_help_panel=TOOLS)
 
 
 def main() -> None:
-    """Console-script entry point: sets this process up as hpo's own (environment, warnings, log levels)."""
+    """Console-script entry point: sets this process up as hpo's own (environment, warnings, log levels).
+
+    The command ends through :func:`hpo.cli.process_end.end`: Python's exit steps without the interpreter's
+    teardown (about 2 s after a sweep).
+    """
     from hpo import _env
+    from hpo.cli.process_end import end
 
     _env.apply()
-    app()
+    try:
+        app()
+    except SystemExit as done:
+        end(done.code)
+    end(0)
 
 
 if __name__ == "__main__":
