@@ -217,6 +217,9 @@ def main() -> None:
     parser.add_argument("--evaluate-only", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "plan.json"))
     parser.add_argument("--note", default="", help="what the report should say about how the groups were used")
+    parser.add_argument("--machine", default="shared with other work while it ran (sweeps recorded under CPU "
+                        "priority, /tmp/prio.sh); timings are disturbed",
+                        help="how loaded the machine was while the recordings ran (said in the report)")
     args = parser.parse_args()
     path = Path(args.recordings)
     recs = [json.loads(line) for line in _open(path, "rt") if line.strip()] if path.is_file() else []
@@ -240,8 +243,7 @@ def main() -> None:
     cli = plan_command_seconds(recs[0], recs[1]) if len(recs) > 1 else []
     report = {
         "benchmark": "plan",
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, shared with other work while it ran "
-                   "(sweeps recorded under CPU priority, /tmp/prio.sh); timings are disturbed",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {args.machine}",
         "python": sys.version.split()[0],
         "method": "hpo.plan from the first sweep's journal only; wall time from the hpo tune command's start to its "
                   "end; pairs are ordered pairs of one group's sweeps (same file and seed, shapes "

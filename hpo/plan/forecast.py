@@ -23,11 +23,13 @@ from hpo.progress.sweep import SweepPlan, TrialHistory, estimate_sweep
 #: Quantiles of the epoch ratio each drawn forecast uses (equal weights).
 RATIO_QUANTILES = (0.1, 0.3, 0.5, 0.7, 0.9)
 #: Spread (log scale) of each fixed overhead between two runs of a sweep (the command's start, Tune's launch,
-#: a cold start-up, the end): on a shared machine the same sweep's came 12.5-18.3 s, 6.1-7.5 s, 4.1-8.0 s and
-#: 3.7-9.7 s (``benchmarks/plan.py``, development group).
-OVERHEAD_SD = 0.25
-#: Spread (log scale) of the whole run's speed between two runs (the machine busier or quieter throughout).
-MACHINE_SD = 0.15
+#: a cold start-up, the end). On a machine nothing else ran on, the same sweep file's came 3.7-4.8 s,
+#: 2.8-3.0 s, 3.4-4.6 s and 4.2-5.0 s (``benchmarks/plan.py``, development groups 4-7); on a machine shared
+#: with other work they came 12.5-18.3 s, 6.1-7.5 s, 4.1-8.0 s and 3.7-9.7 s, which no journal can foresee.
+OVERHEAD_SD = 0.10
+#: Spread (log scale) of the whole run's speed between two runs (the same file, seed and shape took 20.8 and
+#: 22.4 s on the quiet machine).
+MACHINE_SD = 0.05
 _Z90 = 1.2815515655446004
 
 

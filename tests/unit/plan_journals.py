@@ -33,11 +33,13 @@ def sweep_file(path: Path, *, name: str = "p", trials: int = 8, at_once: int = 1
 def past_sweep(directory: Path, *, epochs: list[list[float]], name: str = "p", at_once: int = 1,
                workers: int = 1, max_epochs: int = 1, batch: int = 32, startup_s: float = 0.0,
                warm_startup_s: float | None = None, launch_s: float = 0.0, before_s: float | None = None,
-               after_s: float | None = None, t0: float = 1_800_000_000.0, **file: Any) -> Path:
+               after_s: float | None = None, handover_s: float = 0.0, t0: float = 1_800_000_000.0,
+               **file: Any) -> Path:
     """A finished sweep in ``directory``: trial ``i`` trains ``epochs[i]`` (seconds per epoch), FIFO in its slots.
 
     Every trial's value rises each epoch (no early stop); trials start as slots free up, the first
-    ``at_once`` after ``startup_s``, the later (warm) ones after ``warm_startup_s`` (default the same);
+    ``at_once`` after ``startup_s``, the later (warm) ones ``handover_s`` after their slot's trial ended and
+    then after ``warm_startup_s`` (default the same);
     the journal's process started ``before_s`` before the sweep and ``summary.json`` is written
     ``after_s`` after the last trial ended.
     """
@@ -55,7 +57,7 @@ def past_sweep(directory: Path, *, epochs: list[list[float]], name: str = "p", a
     free = [t0 + launch_s] * at_once
     for i, seconds in enumerate(epochs):
         slot = min(range(at_once), key=lambda s: free[s])
-        start = free[slot]
+        start = free[slot] + (handover_s if i >= at_once else 0.0)
         trial = f"t{i:03d}"
         events.append({"event": "start", "t": start, "trial": trial, "params": {"i": i}})
         now = start + (startup_s if i < at_once or warm_startup_s is None else warm_startup_s)

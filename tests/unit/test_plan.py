@@ -49,6 +49,21 @@ def test_a_past_sweep_is_read_with_its_overheads_and_cold_and_warm_starts(tmp_pa
     assert record.epoch_cost == pytest.approx(1.0)
 
 
+def test_the_hand_over_to_a_freed_slot_counts_into_the_start_up_of_the_trial_that_takes_it(tmp_path):
+    d = past_sweep(tmp_path / "p", epochs=[[2.0]] * 4, startup_s=3.0, warm_startup_s=0.5, handover_s=0.25)
+    record = read_sweep(d)
+    assert [t.startup_s for t in record.trials] == pytest.approx([3.0, 0.75, 0.75, 0.75])
+    assert record.loop_s == pytest.approx(3.0 + 2.0 + 3 * (0.25 + 0.5 + 2.0))
+    # Planned at its own shape with no overheads outside the loop, the loop's median is the loop it had.
+    made = plan(d / "sweep.yaml", history=[d], samples=400)
+    own = next(o for o in made.options if (o.workers_per_trial, o.max_concurrent) == (1, 1))
+    assert own.wall_s_median == pytest.approx(record.loop_s, rel=0.05)
+    # A wait far longer than a hand-over (the slot waited for nodes) is not counted.
+    slow = read_sweep(past_sweep(tmp_path / "q", epochs=[[2.0]] * 2, startup_s=3.0, warm_startup_s=0.5,
+                                 handover_s=45.0))
+    assert [t.startup_s for t in slow.trials] == pytest.approx([3.0, 0.5])
+
+
 def test_a_pilots_trials_cut_by_its_epoch_cap_are_continued_to_the_sweeps(tmp_path):
     from hpo.plan.history import extended
 
