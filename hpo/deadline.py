@@ -100,6 +100,8 @@ def start(
 
     run = DeadlineRun(options.deadline_at, deadline_s, DeadlineWatch(options.deadline_at, advise, started_at=began))
     monitor.deadline = run.watch
+    if earlier is not None and earlier.after_s is not None:
+        monitor.progress.tail_s = earlier.after_s  # the end the trials' forecast does not hold
     if earlier is not None and deadline_s > 0:
         run.start_plan = plan_at_start(config, earlier, deadline_s, capacity)
         run.watch.prediction = run.start_plan.prediction() if run.start_plan is not None else None

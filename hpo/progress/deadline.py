@@ -19,13 +19,15 @@ import numpy as np
 WARN_BELOW = 0.5
 
 
-def p_meet(remaining_s_draws: np.ndarray | None, now: float, deadline_at: float) -> float | None:
+def p_meet(remaining_s_draws: np.ndarray | None, now: float, deadline_at: float, tail_s: float = 0.0) -> float | None:
     """The share of the forecast's futures that end by the deadline.
 
     Args:
         remaining_s_draws: Seconds left in each simulated future (None: no timings yet; empty: nothing left).
         now: When the draws were made (Unix time on the sweep's clock).
         deadline_at: The deadline (Unix time).
+        tail_s: Seconds the command takes after its last trial (the best model logged, the summary, Ray's
+            stop), added to every future.
 
     Returns:
         The probability, or None without draws.
@@ -33,9 +35,9 @@ def p_meet(remaining_s_draws: np.ndarray | None, now: float, deadline_at: float)
     if remaining_s_draws is None:
         return None
     draws = np.asarray(remaining_s_draws, dtype=float)
-    if draws.size == 0:  # nothing left: the sweep ends now
-        return 1.0 if now <= deadline_at else 0.0
-    return float(np.mean(now + draws <= deadline_at))
+    if draws.size == 0:  # no trial left: the sweep ends after its tail
+        return 1.0 if now + tail_s <= deadline_at else 0.0
+    return float(np.mean(now + draws + tail_s <= deadline_at))
 
 
 def clock_time(when: float) -> str:

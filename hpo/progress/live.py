@@ -244,6 +244,8 @@ class SweepProgress:
         estimate_cost_s: Seconds the last sweep estimate took (what a caller bounds its refresh rate by).
         deadline_at: Unix time by which the sweep should end (``--deadline``); None: none. Snapshots then
             carry ``p_meet``, read from the last estimate's draws.
+        tail_s: Seconds the command takes after its last trial, counted into ``p_meet`` (the earlier
+            round's, where the sweep has one; 0 otherwise).
     """
 
     def __init__(
@@ -262,6 +264,7 @@ class SweepProgress:
         self.clock: Callable[[], float] | None = None
         self.estimate_cost_s = 0.0
         self.deadline_at: float | None = None
+        self.tail_s = 0.0
         self._estimate: SweepEstimate | None = None
         self._estimated_at = 0.0  # the sweep clock's time of the last estimate
         self._estimates: dict[str, tuple[tuple[int, int], Any]] = {}  # running trial -> (inputs, its estimate)
@@ -444,7 +447,7 @@ class SweepProgress:
             trials=tuple(self._line(t, now) for t in running) + tuple(self._ended_lines),
             deadline_at=self.deadline_at,
             p_meet=None if self.deadline_at is None else _rounded(
-                p_meet(sweep.remaining_s_draws, self._estimated_at, self.deadline_at)),
+                p_meet(sweep.remaining_s_draws, self._estimated_at, self.deadline_at, self.tail_s)),
         )
 
     def _history_of(self, track: TrialTrack, warm: bool) -> TrialHistory:

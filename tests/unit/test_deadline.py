@@ -43,6 +43,12 @@ def test_p_meet_without_draws_is_unknown_and_with_nothing_left_is_whether_now_is
     assert p_meet(np.zeros(0), 300.0, 200.0) == 0.0
 
 
+def test_p_meet_counts_the_commands_tail_after_the_last_trial():
+    draws = np.array([10.0, 20.0, 30.0, 40.0])
+    assert p_meet(draws, 100.0, 124.0, tail_s=5.0) == 0.25  # only 110 + 5 ends by 124
+    assert p_meet(np.zeros(0), 100.0, 104.0, tail_s=5.0) == 0.0  # no trial left, but 5 s of the command
+
+
 def test_the_sweep_estimate_keeps_its_draws_and_its_quantiles_come_from_them():
     plan = SweepPlan(planned_trials=6, max_concurrent=2, max_epochs=5, patience=50)
     trials = [TrialHistory([0.1, 0.2], [1.0, 1.0], "running"), TrialHistory([0.1, 0.2, 0.3, 0.4, 0.5],
@@ -182,7 +188,7 @@ def test_a_local_sweep_asks_no_autoscaler(tmp_path):
     from hpo.options import RunOptions
 
     asked = []
-    config = load_sweep(past_sweep(tmp_path / "runs" / "p", epochs=[[2.0]] * 8) / "sweep.yaml")
+    config = load_sweep(past_sweep(tmp_path / "runs" / "p", epochs=[[2.0]] * 8, after_s=3.0) / "sweep.yaml")
     options = RunOptions(tmp_path / "runs", deadline_at=2_000_000_000.0)
 
     class Monitor:
@@ -198,6 +204,7 @@ def test_a_local_sweep_asks_no_autoscaler(tmp_path):
     assert run is not None and run.start_plan is not None and run.requested is None and asked == []
     assert Monitor.progress.deadline_at == 2_000_000_000.0 and Monitor.deadline is run.watch
     assert run.watch.prediction is not None and run.watch.prediction["source"] == "plan"
+    assert Monitor.progress.tail_s == pytest.approx(3.0)  # the earlier round's end after its last trial
 
 
 # -- summary.json, the rounds -------------------------------------------------------------------------------
