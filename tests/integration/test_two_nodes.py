@@ -430,7 +430,11 @@ def test_a_lost_worker_node_costs_a_trial_only_its_epochs_since_the_last_checkpo
     start = rows[first]["resumed_from_epoch"]
     lost = {r["epoch"]: r["checkpointed"] for r in rows[:first]}
     assert start >= 1 and lost[start] is True, rows  # the epoch it resumed from had a checkpoint
-    assert not any(checkpointed for epoch, checkpointed in lost.items() if epoch > start), rows  # none later did
+    # None later did, except possibly the last epoch reported before the loss: Tune registers a reported
+    # checkpoint in a second round trip to the trial's actor (a save after the result is processed), and a
+    # node lost between the two takes that one registration with it.
+    later = [epoch for epoch, checkpointed in lost.items() if epoch > start and checkpointed]
+    assert later in ([], [max(lost)]), rows
 
     from mlflow.tracking import MlflowClient
 
