@@ -23,6 +23,12 @@ The curves are split, before the method was tuned, into two sets:
   (diabetes, Friedman #1, ``make_classification``, ``make_moons``); patience 3, 7 and 15 with
   ``min_delta`` 0, and patience 5 and 10 with ``min_delta`` 0.002 and 0.01. Scored only once the method
   was frozen.
+- **second held-out** (``--set heldout2``): recorded after the first held-out set had been scored, before
+  any change made on what it showed, and kept for the method's next change: growing forests (random
+  forests, one batch of trees an epoch: noisy early, then flat), histogram gradient boosting (a batch of
+  iterations an epoch), passive-aggressive linear models (hinge accuracy curves, epsilon-insensitive
+  regression), and MLPs on datasets no other set uses (``make_circles``, ``make_gaussian_quantiles``,
+  Friedman #2 and #3); patience 4, 6, 12 and 20 with ``min_delta`` 0, and 8 with 0.001.
 
 Each run (curve × metric × rule) is cut by Keras' EarlyStopping rule (``hpo.progress.stopping``) to its
 true length; at 25, 50 and 75 % of it (``round(fraction × length)`` epochs, at least one, below the
@@ -77,16 +83,22 @@ COVERAGE_RANGE = (0.75, 0.85)
 RULES = {
     "dev": ((5, 0.0), (10, 0.0)),
     "heldout": ((3, 0.0), (7, 0.0), (15, 0.0), (5, 0.002), (10, 0.01)),
+    "heldout2": ((4, 0.0), (6, 0.0), (12, 0.0), (20, 0.0), (8, 0.001)),
 }
 #: Curves per (set, family): the development set's MLP classifiers, the held-out set's other kinds.
 FAMILIES = {
     "dev": {"mlp_classifier": 120},
     "heldout": {"sgd_classifier": 40, "sgd_regressor": 24, "gradient_boosting": 40, "mlp_regressor": 24,
                 "mlp_lr_schedule": 40},
+    "heldout2": {"random_forest": 32, "hist_gradient_boosting": 32, "passive_aggressive": 32, "mlp_other_data": 40},
 }
 DEV_DATASETS = ("digits", "breast_cancer", "wine", "iris")
 HELDOUT_CLASSIFICATION = ("digits", "breast_cancer", "wine", "iris", "classification", "moons")
 HELDOUT_REGRESSION = ("diabetes", "friedman1")
+HELDOUT2_CLASSIFICATION = ("circles", "quantiles", "digits", "wine")
+HELDOUT2_REGRESSION = ("friedman2", "friedman3")
+#: The seed stream of each set's configurations.
+SET_SEED = {"dev": 0, "heldout": 1, "heldout2": 2}
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -103,10 +115,18 @@ def dataset(name: str, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
         x, y = datasets.make_moons(n_samples=800, noise=0.3, random_state=seed % 1000)
     elif name == "friedman1":
         x, y = datasets.make_friedman1(n_samples=800, noise=1.0, random_state=seed % 1000)
+    elif name == "friedman2":
+        x, y = datasets.make_friedman2(n_samples=800, noise=50.0, random_state=seed % 1000)
+    elif name == "friedman3":
+        x, y = datasets.make_friedman3(n_samples=800, noise=0.1, random_state=seed % 1000)
+    elif name == "circles":
+        x, y = datasets.make_circles(n_samples=800, noise=0.15, factor=0.5, random_state=seed % 1000)
+    elif name == "quantiles":
+        x, y = datasets.make_gaussian_quantiles(n_samples=900, n_features=6, n_classes=3, random_state=seed % 1000)
     else:
         bunch = getattr(datasets, f"load_{name}")()
         x, y = bunch.data, bunch.target
-    regression = name in HELDOUT_REGRESSION
+    regression = name in HELDOUT_REGRESSION + HELDOUT2_REGRESSION
     x = np.asarray(x, dtype=np.float64)
     order = np.random.default_rng(seed).permutation(len(x))
     n_val = round(len(x) * VAL_SHARE)
@@ -127,7 +147,7 @@ def _log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
 
 def spec(set_name: str, family: str, index: int) -> dict[str, Any]:
     """The configuration of curve ``index`` of a family: dataset, model settings, seed, epochs."""
-    rng = np.random.default_rng([0 if set_name == "dev" else 1, sum(map(ord, family)), index])
+    rng = np.random.default_rng([SET_SEED[set_name], sum(map(ord, family)), index])
     out: dict[str, Any] = {"family": family, "seed": int(rng.integers(2**31))}
     if family == "mlp_classifier":
         solver = "adam" if rng.random() < 0.6 else "sgd"
@@ -166,6 +186,28 @@ def spec(set_name: str, family: str, index: int) -> dict[str, Any]:
         out.update(dataset=names[index // 3 % len(names)], learning_rate=_log_uniform(rng, 0.01, 0.5),
                    max_depth=int(rng.integers(1, 5)), subsample=float(rng.choice([1.0, 0.8, 0.5])),
                    stages_per_epoch=int(rng.choice([1, 2, 3])), max_epochs=60)
+    elif family in ("random_forest", "hist_gradient_boosting", "passive_aggressive"):
+        regression = index % 4 == 3
+        names = HELDOUT2_REGRESSION if regression else HELDOUT2_CLASSIFICATION
+        out.update(dataset=names[index // 4 % len(names)])
+        if family == "random_forest":
+            out.update(trees_per_epoch=int(rng.choice([1, 2, 4])), max_depth=int(rng.choice([2, 4, 8, 16])),
+                       max_features=float(rng.choice([0.3, 0.6, 1.0])), max_epochs=40)
+        elif family == "hist_gradient_boosting":
+            out.update(iters_per_epoch=int(rng.choice([1, 2, 4])), learning_rate=_log_uniform(rng, 0.01, 0.5),
+                       max_leaf_nodes=int(rng.choice([4, 8, 16, 31])), l2=_log_uniform(rng, 1e-4, 1.0),
+                       max_epochs=60)
+        else:
+            out.update(c=_log_uniform(rng, 1e-3, 1.0), average=bool(rng.random() < 0.3), max_epochs=80)
+    elif family == "mlp_other_data":
+        regression = index % 4 == 3
+        names = HELDOUT2_REGRESSION if regression else HELDOUT2_CLASSIFICATION[:2]
+        solver = "adam" if rng.random() < 0.5 else "sgd"
+        out.update(dataset=names[index // 4 % len(names)], solver=solver,
+                   learning_rate=_log_uniform(rng, *((3e-4, 3e-2) if solver == "adam" else (3e-3, 0.2))),
+                   momentum=float(rng.choice([0.5, 0.95])), units=int(rng.choice([8, 32, 128])),
+                   layers=int(rng.integers(1, 4)), alpha=_log_uniform(rng, 1e-6, 1e-1),
+                   batch_size=int(rng.choice([8, 32, 256])), max_epochs=80)
     else:
         raise ValueError(family)
     return out
@@ -220,6 +262,9 @@ def train(s: dict[str, Any]) -> dict[str, list[float]]:
             metrics.setdefault(name, []).append(float(f"{value:.6g}"))
 
     family, epochs = s["family"], s["max_epochs"]
+    if family in ("random_forest", "hist_gradient_boosting", "passive_aggressive"):
+        _train_heldout2(s, x, y, xv, yv, regression, record)
+        return metrics
     if family == "gradient_boosting":
         from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
 
@@ -271,6 +316,46 @@ def train(s: dict[str, Any]) -> dict[str, list[float]]:
             model.partial_fit(x, y, classes=classes)
             record(_proba_metrics(model, xv, yv, classes))
     return metrics
+
+
+def _train_heldout2(s: dict[str, Any], x: np.ndarray, y: np.ndarray, xv: np.ndarray, yv: np.ndarray,
+                    regression: bool, record: Any) -> None:
+    """The second held-out set's forests, histogram boosting and passive-aggressive models, epoch by epoch."""
+    from sklearn import ensemble, linear_model
+
+    classes = None if regression else np.unique(y)
+    rng = np.random.default_rng(s["seed"])
+    seed = s["seed"] % 2**31
+    family = s["family"]
+    if family == "random_forest":
+        cls = ensemble.RandomForestRegressor if regression else ensemble.RandomForestClassifier
+        model = cls(n_estimators=0, warm_start=True, max_depth=s["max_depth"], max_features=s["max_features"],
+                    random_state=seed)
+    elif family == "hist_gradient_boosting":
+        cls = ensemble.HistGradientBoostingRegressor if regression else ensemble.HistGradientBoostingClassifier
+        model = cls(max_iter=0, warm_start=True, early_stopping=False, learning_rate=s["learning_rate"],
+                    max_leaf_nodes=s["max_leaf_nodes"], l2_regularization=s["l2"], random_state=seed)
+    elif regression:
+        model = linear_model.PassiveAggressiveRegressor(C=s["c"], average=s["average"], random_state=seed)
+    else:
+        model = linear_model.PassiveAggressiveClassifier(C=s["c"], average=s["average"], random_state=seed)
+    for epoch in range(1, s["max_epochs"] + 1):
+        if family == "passive_aggressive":
+            order = rng.permutation(len(x))
+            if regression:
+                model.partial_fit(x[order], y[order])
+            else:
+                model.partial_fit(x[order], y[order], classes=classes)
+        else:
+            grow = s["trees_per_epoch"] if family == "random_forest" else s["iters_per_epoch"]
+            model.set_params(**{"n_estimators" if family == "random_forest" else "max_iter": epoch * grow})
+            model.fit(x, y)
+        if regression:
+            record(_regression_metrics(model.predict(xv), yv))
+        elif family == "passive_aggressive":  # no probabilities: accuracy only
+            record({"val_accuracy": float(np.mean(model.predict(xv) == yv))})
+        else:
+            record(_proba_metrics(model, xv, yv, classes))
 
 
 def load(path: Path) -> dict[str, dict[str, Any]]:
@@ -464,7 +549,7 @@ def combine(results: Path) -> None:
 def main() -> None:
     """Trains (or loads) the chosen set's curves, scores the estimator on them and writes the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", choices=("dev", "heldout"), default="dev", help="which set to score")
+    parser.add_argument("--set", choices=tuple(FAMILIES), default="dev", help="which set to score")
     parser.add_argument("--samples", type=int, default=1000, help="Monte-Carlo samples per estimate")
     parser.add_argument("--cache", default=str(CURVES), help="folder of the cached curves")
     parser.add_argument("--record-only", action="store_true", help="train and cache both sets' curves, score none")
