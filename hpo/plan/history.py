@@ -10,6 +10,7 @@ to ``summary.json`` being written (the best model logged, the report: ``after_s`
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from dataclasses import dataclass, replace
@@ -75,13 +76,15 @@ class SweepRecord:
 def handover_s(started: float, ended_at: list[float]) -> float:
     """Seconds a trial that took a freed slot started after the latest trial end before it (0: none).
 
+    ``ended_at`` is every trial's end, sorted.
+
     A trial's slot is busy from its start to its last epoch, and then for this hand-over: its end, Tune's
     scheduling of the next trial and that trial's start (about 0.2 s a trial on a quiet 2-core machine). The
     plan counts it into the start-up of each trial that took a freed slot; a wait over
     :data:`_MAX_HANDOVER_S` is not a hand-over (the slot waited for something else: nodes, the searcher).
     """
-    before = [t for t in ended_at if t <= started]
-    waited = started - before[-1] if before else 0.0
+    ended = bisect.bisect_right(ended_at, started)  # ``ended_at`` is sorted: the ends up to the start
+    waited = started - ended_at[ended - 1] if ended else 0.0
     return waited if waited <= _MAX_HANDOVER_S else 0.0
 
 
