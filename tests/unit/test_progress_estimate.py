@@ -456,3 +456,19 @@ def test_many_pending_trials_keep_the_uncertainty_of_the_few_start_ups_measured(
     # 40 independent start-ups from {0, 0, 30} would give an 80 % interval of about ±22 % (430-670 s)
     assert (e.remaining_s_high - e.remaining_s_low) / e.remaining_s_median > 0.8
     assert e.remaining_s_low < 40 * (4 + 10) < e.remaining_s_high
+
+
+def test_a_rising_curve_too_short_for_a_saturating_family_is_half_log_half_plateau(monkeypatch):
+    rising = np.array([0.5, 0.6, 0.7])
+    trend = curves.fit_trend(np.arange(1.0, 4), rising)
+    assert [fit.family for fit in trend.fits] == ["log", "flat"]
+    assert trend.weights.tolist() == [0.5, 0.5] and trend.family == "log"
+    four = curves.fit_trend(np.arange(1.0, 5), np.append(rising, 0.75))
+    assert "flat" not in [fit.family for fit in four.fits]  # four points: the saturating families decide
+    mixed = estimate(rising, patience=3, max_epochs=50)
+    monkeypatch.setattr(curves, "PLATEAU_WEIGHT", 0.0)
+    log_only = estimate(rising, patience=3, max_epochs=50)
+    # half the futures level off now: the median moves towards the plateau's stop (3 + 3), and the
+    # interval still reaches the log trend's longer runs
+    assert mixed.epochs_low == 3 + 3 < mixed.epochs_median < log_only.epochs_median
+    assert mixed.epochs_high >= log_only.epochs_median
