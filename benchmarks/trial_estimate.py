@@ -28,7 +28,15 @@ The curves are split, before the method was tuned, into two sets:
   forests, one batch of trees an epoch: noisy early, then flat), histogram gradient boosting (a batch of
   iterations an epoch), passive-aggressive linear models (hinge accuracy curves, epsilon-insensitive
   regression), and MLPs on datasets no other set uses (``make_circles``, ``make_gaussian_quantiles``,
-  Friedman #2 and #3); patience 4, 6, 12 and 20 with ``min_delta`` 0, and 8 with 0.001.
+  Friedman #2 and #3); patience 4, 6, 12 and 20 with ``min_delta`` 0, and 8 with 0.001. Scored once, with
+  the method frozen at the plateau weight's commit; development data since.
+- **third held-out set** (``--set heldout3``): recorded after the second was scored and before any change
+  made on what it showed: AdaBoost stage by stage, random Fourier features with an SGD linear model
+  (noisy, kernel-like curves), MLPs trained by SGD with Nesterov momentum (batch sizes from 4 to 512), and
+  Gaussian naive Bayes fed one more chunk of the training data each epoch (curves of a growing data set);
+  on datasets no other set uses (``make_hastie_10_2``, ``make_blobs``, a five-class
+  ``make_classification``, ``make_regression``, ``make_sparse_uncorrelated``) and digits; patience 2, 9
+  and 25 with ``min_delta`` 0, and 6 with 0.005.
 
 Each run (curve × metric × rule) is cut by Keras' EarlyStopping rule (``hpo.progress.stopping``) to its
 true length; at 25, 50 and 75 % of it (``round(fraction × length)`` epochs, at least one, below the
@@ -84,6 +92,7 @@ RULES = {
     "dev": ((5, 0.0), (10, 0.0)),
     "heldout": ((3, 0.0), (7, 0.0), (15, 0.0), (5, 0.002), (10, 0.01)),
     "heldout2": ((4, 0.0), (6, 0.0), (12, 0.0), (20, 0.0), (8, 0.001)),
+    "heldout3": ((2, 0.0), (9, 0.0), (25, 0.0), (6, 0.005)),
 }
 #: Curves per (set, family): the development set's MLP classifiers, the held-out set's other kinds.
 FAMILIES = {
@@ -91,14 +100,17 @@ FAMILIES = {
     "heldout": {"sgd_classifier": 40, "sgd_regressor": 24, "gradient_boosting": 40, "mlp_regressor": 24,
                 "mlp_lr_schedule": 40},
     "heldout2": {"random_forest": 32, "hist_gradient_boosting": 32, "passive_aggressive": 32, "mlp_other_data": 40},
+    "heldout3": {"adaboost": 32, "fourier_sgd": 32, "mlp_nesterov": 32, "naive_bayes_stream": 24},
 }
 DEV_DATASETS = ("digits", "breast_cancer", "wine", "iris")
 HELDOUT_CLASSIFICATION = ("digits", "breast_cancer", "wine", "iris", "classification", "moons")
 HELDOUT_REGRESSION = ("diabetes", "friedman1")
 HELDOUT2_CLASSIFICATION = ("circles", "quantiles", "digits", "wine")
 HELDOUT2_REGRESSION = ("friedman2", "friedman3")
+HELDOUT3_CLASSIFICATION = ("hastie", "blobs", "five_classes", "digits")
+HELDOUT3_REGRESSION = ("regression", "sparse_uncorrelated")
 #: The seed stream of each set's configurations.
-SET_SEED = {"dev": 0, "heldout": 1, "heldout2": 2}
+SET_SEED = {"dev": 0, "heldout": 1, "heldout2": 2, "heldout3": 3}
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -123,10 +135,22 @@ def dataset(name: str, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
         x, y = datasets.make_circles(n_samples=800, noise=0.15, factor=0.5, random_state=seed % 1000)
     elif name == "quantiles":
         x, y = datasets.make_gaussian_quantiles(n_samples=900, n_features=6, n_classes=3, random_state=seed % 1000)
+    elif name == "hastie":
+        x, y = datasets.make_hastie_10_2(n_samples=1000, random_state=seed % 1000)
+    elif name == "blobs":
+        x, y = datasets.make_blobs(n_samples=900, n_features=4, centers=4, cluster_std=2.5, random_state=seed % 1000)
+    elif name == "five_classes":
+        x, y = datasets.make_classification(n_samples=1000, n_features=12, n_informative=6, n_classes=5,
+                                            n_clusters_per_class=1, flip_y=0.1, random_state=seed % 1000)
+    elif name == "regression":
+        x, y = datasets.make_regression(n_samples=800, n_features=15, n_informative=6, noise=20.0,
+                                        random_state=seed % 1000)
+    elif name == "sparse_uncorrelated":
+        x, y = datasets.make_sparse_uncorrelated(n_samples=800, n_features=10, random_state=seed % 1000)
     else:
         bunch = getattr(datasets, f"load_{name}")()
         x, y = bunch.data, bunch.target
-    regression = name in HELDOUT_REGRESSION + HELDOUT2_REGRESSION
+    regression = name in HELDOUT_REGRESSION + HELDOUT2_REGRESSION + HELDOUT3_REGRESSION
     x = np.asarray(x, dtype=np.float64)
     order = np.random.default_rng(seed).permutation(len(x))
     n_val = round(len(x) * VAL_SHARE)
@@ -208,6 +232,25 @@ def spec(set_name: str, family: str, index: int) -> dict[str, Any]:
                    momentum=float(rng.choice([0.5, 0.95])), units=int(rng.choice([8, 32, 128])),
                    layers=int(rng.integers(1, 4)), alpha=_log_uniform(rng, 1e-6, 1e-1),
                    batch_size=int(rng.choice([8, 32, 256])), max_epochs=80)
+    elif family in ("adaboost", "fourier_sgd", "mlp_nesterov", "naive_bayes_stream"):
+        regression = family != "naive_bayes_stream" and index % 4 == 3
+        names = HELDOUT3_REGRESSION if regression else HELDOUT3_CLASSIFICATION
+        out.update(dataset=names[index // 4 % len(names)])
+        if family == "adaboost":
+            out.update(learning_rate=_log_uniform(rng, 0.02, 1.5), max_depth=int(rng.choice([1, 2, 3])),
+                       stages_per_epoch=int(rng.choice([1, 2])), max_epochs=60)
+        elif family == "fourier_sgd":
+            out.update(components=int(rng.choice([50, 200, 800])), gamma=_log_uniform(rng, 0.01, 1.0),
+                       eta0=_log_uniform(rng, 1e-3, 0.1), alpha=_log_uniform(rng, 1e-6, 1e-2),
+                       learning_rate_schedule=str(rng.choice(["constant", "invscaling", "adaptive"])),
+                       batches_per_epoch=int(rng.choice([1, 4])), max_epochs=80)
+        elif family == "mlp_nesterov":
+            out.update(solver="sgd", learning_rate=_log_uniform(rng, 1e-3, 0.1), momentum=float(rng.uniform(0.5, 0.99)),
+                       units=int(rng.choice([4, 16, 64, 256])), layers=int(rng.integers(1, 4)),
+                       alpha=_log_uniform(rng, 1e-6, 1e-1), batch_size=int(rng.choice([4, 16, 64, 512])),
+                       max_epochs=100)
+        else:
+            out.update(chunk=int(rng.choice([8, 20, 50])), smoothing=_log_uniform(rng, 1e-9, 1e-3), max_epochs=30)
     else:
         raise ValueError(family)
     return out
@@ -264,6 +307,9 @@ def train(s: dict[str, Any]) -> dict[str, list[float]]:
     family, epochs = s["family"], s["max_epochs"]
     if family in ("random_forest", "hist_gradient_boosting", "passive_aggressive"):
         _train_heldout2(s, x, y, xv, yv, regression, record)
+        return metrics
+    if family in ("adaboost", "fourier_sgd", "mlp_nesterov", "naive_bayes_stream"):
+        _train_heldout3(s, x, y, xv, yv, regression, record)
         return metrics
     if family == "gradient_boosting":
         from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
@@ -600,6 +646,86 @@ def main() -> None:
         naive = row["naive_epoch_plus_patience_median_abs_pct_error"]
         print(f"{key:>5} median {row['median_abs_pct_error']}%  naive {naive}%"
               f"  ratio {row['ratio_to_naive']}  cover {row['coverage_80']}  signed {row['median_signed_pct_error']}%")
+
+
+
+def _train_heldout3(s: dict[str, Any], x: np.ndarray, y: np.ndarray, xv: np.ndarray, yv: np.ndarray,
+                    regression: bool, record: Any) -> None:
+    """The third held-out set: AdaBoost stage by stage, random Fourier features + SGD, Nesterov MLPs, and
+    Gaussian naive Bayes fed one more chunk of the data each epoch."""
+    from sklearn import ensemble, kernel_approximation, linear_model, naive_bayes, neural_network, tree
+
+    classes = None if regression else np.unique(y)
+    rng = np.random.default_rng(s["seed"])
+    seed = s["seed"] % 2**31
+    family, epochs = s["family"], s["max_epochs"]
+    if family == "adaboost":
+        if regression:
+            model = ensemble.AdaBoostRegressor(tree.DecisionTreeRegressor(max_depth=s["max_depth"] + 1),
+                                               n_estimators=epochs * s["stages_per_epoch"],
+                                               learning_rate=s["learning_rate"], random_state=seed)
+        else:
+            model = ensemble.AdaBoostClassifier(tree.DecisionTreeClassifier(max_depth=s["max_depth"]),
+                                                n_estimators=epochs * s["stages_per_epoch"],
+                                                learning_rate=s["learning_rate"], random_state=seed)
+        model.fit(x, y)
+        staged = model.staged_predict(xv) if regression else model.staged_predict_proba(xv)
+        stages, last = 0, None
+        for stages, out in enumerate(staged, 1):
+            last = out
+            if stages % s["stages_per_epoch"] == 0:
+                _record_staged(out, yv, regression, model, record)
+        for _ in range(stages // s["stages_per_epoch"], epochs):  # it ends early on a perfect fit: the curve stays
+            _record_staged(last, yv, regression, model, record)
+        return
+    if family == "naive_bayes_stream":
+        model = naive_bayes.GaussianNB(var_smoothing=s["smoothing"])
+        order = rng.permutation(len(x))
+        for epoch in range(epochs):
+            part = order[epoch * s["chunk"] % len(x):][: s["chunk"]]
+            model.partial_fit(x[part], y[part], classes=classes)
+            record(_proba_metrics(model, xv, yv, classes))
+        return
+    if family == "mlp_nesterov":
+        cls = neural_network.MLPRegressor if regression else neural_network.MLPClassifier
+        model = cls(hidden_layer_sizes=(s["units"],) * s["layers"], solver="sgd", nesterovs_momentum=True,
+                    momentum=s["momentum"], alpha=s["alpha"], batch_size=s["batch_size"],
+                    learning_rate_init=s["learning_rate"], random_state=seed)
+        for _ in range(epochs):
+            if regression:
+                model.partial_fit(x, y)
+                record(_regression_metrics(model.predict(xv), yv))
+            else:
+                model.partial_fit(x, y, classes=classes)
+                record(_proba_metrics(model, xv, yv, classes))
+        return
+    features = kernel_approximation.RBFSampler(gamma=s["gamma"], n_components=s["components"], random_state=seed)
+    features.fit(x)
+    fx, fxv = features.transform(x), features.transform(xv)
+    common = {"alpha": s["alpha"], "learning_rate": s["learning_rate_schedule"], "eta0": s["eta0"],
+              "random_state": seed}
+    model = linear_model.SGDRegressor(**common) if regression else linear_model.SGDClassifier(loss="log_loss", **common)
+    for _ in range(epochs):
+        for part in np.array_split(rng.permutation(len(fx)), s["batches_per_epoch"]):
+            if regression:
+                model.partial_fit(fx[part], y[part])
+            else:
+                model.partial_fit(fx[part], y[part], classes=classes)
+        if regression:
+            record(_regression_metrics(model.predict(fxv), yv))
+        else:
+            record(_proba_metrics(model, fxv, yv, classes))
+
+
+def _record_staged(out: np.ndarray, yv: np.ndarray, regression: bool, model: Any, record: Any) -> None:
+    """Records one AdaBoost stage's validation metrics (``out``: predictions, or class probabilities)."""
+    if regression:
+        record(_regression_metrics(out, yv))
+        return
+    from sklearn.metrics import log_loss
+
+    record({"val_accuracy": float(np.mean(model.classes_[np.argmax(out, axis=1)] == yv)),
+            "val_loss": float(log_loss(yv, np.clip(out, 1e-15, 1), labels=model.classes_))})
 
 
 if __name__ == "__main__":
