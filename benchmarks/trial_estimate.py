@@ -578,16 +578,28 @@ def combine(results: Path) -> None:
         "host": {"cpus": os.cpu_count(), "note": "a shared, loaded 2-core machine (the figures are not timings)"},
         "split": {"dev": {"families": FAMILIES["dev"], "rules_patience_min_delta": RULES["dev"]},
                   "heldout": {"families": FAMILIES["heldout"], "rules_patience_min_delta": RULES["heldout"]},
-                  "note": "split and both sets' curves committed before the method was changed; the held-out set "
-                          "was scored once, after the method was frozen"},
+                  "heldout2": {"families": FAMILIES["heldout2"], "rules_patience_min_delta": RULES["heldout2"]},
+                  "heldout3": {"families": FAMILIES["heldout3"], "rules_patience_min_delta": RULES["heldout3"]},
+                  "note": "each held-out set's curves were committed before the change it judged and scored once, "
+                          "after the method was frozen: heldout (covariance x6), heldout2 (plateau of short "
+                          "curves), heldout3 (covariance x3, the final method); each is development data since"},
         "dev_before": _brief(results / "trial_estimate_dev_before.json"),
         "dev_after": _brief(results / "trial_estimate_dev.json"),
         "heldout": heldout,
         "heldout_before_for_comparison": _brief(results / "trial_estimate_heldout_before.json"),
         "heldout_targets": json.loads((results / "trial_estimate_heldout.json").read_text())["targets"]
         if heldout else None,
+        "heldout2": _brief(results / "trial_estimate_heldout2.json"),
+        "heldout2_before_for_comparison": _brief(results / "trial_estimate_heldout2_before.json"),
+        "heldout3": _brief(results / "trial_estimate_heldout3.json"),
+        "heldout3_targets": json.loads((results / "trial_estimate_heldout3.json").read_text())["targets"]
+        if (results / "trial_estimate_heldout3.json").is_file() else None,
+        "final_method_on_development_sets": {
+            name: _brief(results / f"trial_estimate_{name}_final.json") for name in ("dev", "heldout", "heldout2")
+        },
         "project_curves_before": _project(results / "progress_80curves_before.json"),
         "project_curves_after": _project(results / "progress_80curves_after.json"),
+        "project_curves_final": _project(results / "progress_80curves_final.json"),
     }
     write_report(report, results / "trial_estimate.json")
 
