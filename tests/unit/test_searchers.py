@@ -42,3 +42,43 @@ def test_a_trial_the_restored_searcher_never_handed_out_is_taken_up_not_a_crash(
     searcher.on_trial_result("z", {"config/learning_rate": 0.01, "val_accuracy": 0.9, TIME_ATTR: 1})
     searcher.on_trial_complete("z", {"val_accuracy": 0.9, TIME_ATTR: 1, FINISHED_KEY: True})
     assert len(study.get_trials()) == 1
+
+
+def test_optuna_tpe_models_conditional_parameters_with_the_others_and_warns_nothing():
+    """``group``: a parameter only some trials have is modelled with the rest, not drawn at random."""
+    import warnings
+
+    import optuna
+
+    import hpo
+    from hpo.search.searchers import _tpe
+    from tests.conftest import base_sweep
+
+    config = hpo.SweepConfig.model_validate(base_sweep(search={"algorithm": "optuna-tpe", "seed": 3}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ours = _tpe(config)
+
+    def proposals(sampler):
+        """The last 4 of 20 trials whose best points need a conditional parameter near 0.8; 2 in 3 pruned."""
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        study = optuna.create_study(sampler=sampler)
+        asked = []
+        for number in range(20):
+            trial = study.ask()
+            kind = trial.suggest_categorical("kind", ["a", "b"])
+            x = trial.suggest_float("x", 0, 1)
+            m = trial.suggest_float("m", 0, 1) if kind == "a" else None
+            value = (x - 0.3) ** 2 + ((m - 0.8) ** 2 if m is not None else 0.5)
+            trial.report(value, 1)
+            if number % 3:  # as ASHA stops most trials: hpo tells them PRUNED
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            else:
+                study.tell(trial, value)
+            asked.append((kind, x, m))
+        return asked[-4:]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        grouped = optuna.samplers.TPESampler(seed=3, multivariate=True, group=True)
+    assert proposals(ours) == proposals(grouped) != proposals(optuna.samplers.TPESampler(seed=3))
