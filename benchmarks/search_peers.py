@@ -404,7 +404,12 @@ def main() -> None:
     parser.add_argument("--machine", default=f"{os.cpu_count()} cores",
                         help="the machine and what else ran on it (the wall times are its)")
     parser.add_argument("--validate-only", action="store_true", help="only the surrogate's validation per table")
+    parser.add_argument("--merge", nargs="+", type=Path, metavar="JSON",
+                        help="write one report (--out) from runs over other tasks or other methods, run nothing")
     args = parser.parse_args()
+    if args.merge:
+        merge(args.merge, args.out)
+        return
     seeds = list(range(5 if args.quick else args.seeds))
     peer_seeds = seeds[: args.peer_seeds] if args.peer_seeds else seeds
     held_out = {t.name: t.held_out for t in TASKS}
@@ -472,6 +477,38 @@ def main() -> None:
     report["wall_s"] = round(time.time() - started, 1)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out} in {report['wall_s']} s")
+
+
+def merge(paths: list[Path], out: Path) -> None:
+    """One report from runs split by task or by method (the same seeds, budget, patience and answers).
+
+    A method found in several runs of one task and trials-at-once keeps the first run's figures (the same
+    seeds give the same events); the others are added. The runs must agree on what the figures depend on.
+    """
+    runs = [json.loads(p.read_text()) for p in paths]
+    keys = ("answers", "budget_x_max_epochs", "patience", "seeds")
+    for run, path in zip(runs[1:], paths[1:], strict=True):
+        differ = [k for k in keys if run[k] != runs[0][k]]
+        if differ:
+            raise SystemExit(f"error: {path}: {', '.join(differ)} differ from {paths[0]}; merge runs of one setting")
+    report = {**runs[0], "tasks": {}, "methods": [], "versions": {}, "merged_from": []}
+    for path, run in zip(paths, runs, strict=True):
+        report["merged_from"].append({"file": path.name, "methods": run["methods"], "tasks": list(run["tasks"]),
+                                      "peer_seeds": run["peer_seeds"], "wall_s": run["wall_s"],
+                                      "machine": run["machine"]})
+        report["methods"] += [m for m in run["methods"] if m not in report["methods"]]
+        report["versions"].update(run["versions"])
+        for task, entry in run["tasks"].items():
+            into = report["tasks"].setdefault(task, {**entry, "by_concurrency": {}})
+            for concurrency, result in entry["by_concurrency"].items():
+                have = into["by_concurrency"].setdefault(concurrency, {**result, "methods": {}})
+                for name, figures in result["methods"].items():
+                    have["methods"].setdefault(name, figures)
+    report["peer_seeds"] = min(run["peer_seeds"] for run in runs)
+    report["wall_s"] = round(sum(run["wall_s"] for run in runs), 1)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {out} from {len(paths)} runs")
 
 
 def _version(package: str) -> str:

@@ -228,7 +228,12 @@ def _configspace(codec: Codec, seed: int) -> Any:
 
 
 class Dehb:
-    """DEHB by ask and tell: fidelity = epochs, a job trained from scratch to its fidelity."""
+    """DEHB by ask and tell: fidelity = epochs, a job trained from scratch to its fidelity.
+
+    ``n_workers=1``: DEHB starts a Dask cluster of ``n_workers`` processes for its own ``run`` loop, which ask
+    and tell do not use (the jobs run in this module's loop, ``concurrency`` at once); with ``n_workers`` set
+    to the concurrency, every run left a cluster of idle worker processes behind (a hundred in one benchmark).
+    """
 
     def __init__(self, table: CurveTable, seed: int, concurrency: int, workdir: Path) -> None:
         from dehb import DEHB
@@ -236,7 +241,7 @@ class Dehb:
         self.codec, self.sign = Codec(table.task.space), (-1.0 if table.task.mode == "max" else 1.0)
         space = _configspace(self.codec, seed)
         self.dehb = DEHB(cs=space, dimensions=len(space), min_fidelity=1, max_fidelity=table.task.max_epochs,
-                         eta=3, n_workers=concurrency, seed=seed, output_path=str(workdir), log_level="ERROR",
+                         eta=3, n_workers=1, seed=seed, output_path=str(workdir), log_level="ERROR",
                          save_freq=None)
         self.jobs: dict[int, dict[str, Any]] = {}
 
