@@ -45,10 +45,9 @@ def _sampler(**options: Any) -> Any:
     def make(config: Any) -> Any:
         import optuna
 
-        startup = {} if config.search.startup_trials is None else {"n_startup_trials": config.search.startup_trials}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.samplers.TPESampler(seed=config.search.seed, **startup, **options)
+            return optuna.samplers.TPESampler(seed=config.search.seed, **searchers._startup(config), **options)
 
     return make
 
