@@ -15,6 +15,10 @@ from hpo import _env
 from hpo.cluster.launch import kill_tree  # noqa: F401 - the test clusters' teardown, by PID
 
 _env.apply()  # TF_USE_LEGACY_KERAS before TensorFlow loads
+# Every Ray the tests start (in process, ``ray start``, a CLI subprocess) starts no idle workers ahead of need:
+# a test cluster of 2 CPUs would otherwise start 2 to 4 of them at every start, importing Ray for nothing.
+os.environ.setdefault("RAY_enable_worker_prestart", "0")
+os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
 
 ROOT = Path(__file__).resolve().parents[1]
 HPO = str(Path(sys.executable).with_name("hpo"))
