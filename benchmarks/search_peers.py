@@ -24,6 +24,9 @@ Methods (each through its own library's code):
   multi-fidelity facade with Hyperband, in their own venv (``benchmarks/peers/make_venv.sh``; their pins
   clash with hpo's stack), run by ``benchmarks/peers/adapters.py`` as a subprocess (``--peers-python``);
   missing venv: the JSON says so. ``--peer-seeds`` runs the slow ones (DEHB, SMAC, BOHB) on fewer seeds.
+  Their events are kept per seed in ``--cache`` (``~/.cache/hpo/search_peers``, keyed by the table, the
+  adapters' code and the settings): a run finds the seeds it already has and runs only the others, so 40
+  seeds of the slow peers (about 3.5 hours on 2 cores) can be run in parts, ``--peer-seeds 20`` then 40.
 - ``--variants``: hpo with other settings of its sweep-file keys (``name:section.key=value,...``), to
   screen defaults on the development tasks.
 
@@ -47,6 +50,7 @@ validation.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import heapq
 import json
 import math
@@ -216,6 +220,50 @@ def venv_peers(python: Path, table: CurveTable, names: list[str], seeds: list[in
     runs = {name: {int(seed): [tuple(e) for e in events] for seed, events in per_seed.items()}
             for name, per_seed in data["runs"].items()}
     return runs, data["versions"]
+
+
+#: Seeds of one peer run by one venv subprocess when filling the cache (each part is kept as it ends).
+CACHE_PART = 5
+DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hpo" / "search_peers"
+
+
+def cached_peers(cache: Path, python: Path, table: CurveTable, names: list[str], seeds: list[int],
+                 concurrency: int, budget: int, patience: int,
+                 answers: str) -> tuple[dict[str, dict[int, Events]], dict[str, str]]:
+    """:func:`venv_peers` with each seed's events kept in ``cache``: only the seeds not there yet are run.
+
+    The key is the table's content, ``adapters.py`` and the settings the events depend on, so a changed
+    table or adapter starts afresh; a peer's run depends on its seed only, not on the seeds run beside it.
+    """
+    sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
+    from adapters import write_json
+
+    with tempfile.TemporaryDirectory() as tmp:
+        write_json(table, Path(tmp) / "table.json")
+        digest = hashlib.sha256((Path(tmp) / "table.json").read_bytes())
+    digest.update((ROOT / "benchmarks" / "peers" / "adapters.py").read_bytes())
+    digest.update(json.dumps([concurrency, budget, patience, answers]).encode())
+    where = cache / f"{table.task.name}-{digest.hexdigest()[:16]}"
+    where.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        missing = [s for s in seeds if not (where / f"{name}-{s}.json").exists()]
+        for part in (missing[i:i + CACHE_PART] for i in range(0, len(missing), CACHE_PART)):
+            runs, versions = venv_peers(python, table, [name], part, concurrency, budget, patience, answers)
+            for seed, events in runs[name].items():
+                tmp_file = where / f".{name}-{seed}.json.tmp"
+                tmp_file.write_text(json.dumps({"events": events, "versions": versions}))
+                os.replace(tmp_file, where / f"{name}-{seed}.json")
+    out: dict[str, dict[int, Events]] = {}
+    versions: dict[str, str] = {}
+    for name in names:
+        for seed in seeds:
+            data = json.loads((where / f"{name}-{seed}.json").read_text())
+            for package, version in data["versions"].items():
+                if versions.setdefault(package, version) != version:
+                    raise SystemExit(f"error: {where}: {name} seed {seed} ran with {package} {version}, others with "
+                                     f"{versions[package]}; move that directory away to run them all again")
+            out.setdefault(name, {})[seed] = [tuple(e) for e in data["events"]]
+    return out, versions
 
 
 def best_within(events: Events, epochs: float, mode: str) -> float:
@@ -404,6 +452,9 @@ def main() -> None:
     parser.add_argument("--machine", default=f"{os.cpu_count()} cores",
                         help="the machine and what else ran on it (the wall times are its)")
     parser.add_argument("--validate-only", action="store_true", help="only the surrogate's validation per table")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
+                        help="where the venv peers' events are kept per seed (only missing seeds run)")
+    parser.add_argument("--no-cache", action="store_true", help="run every venv peer seed, keep nothing")
     parser.add_argument("--merge", nargs="+", type=Path, metavar="JSON",
                         help="write one report (--out) from runs over other tasks or other methods, run nothing")
     args = parser.parse_args()
@@ -461,8 +512,12 @@ def main() -> None:
                 slow = [n for n in venv if n in SLOW_PEERS]
                 for names, on in ((fast, seeds), (slow, peer_seeds)):
                     if names:
-                        runs, versions = venv_peers(args.peers_python, table, names, on, concurrency, budget,
-                                                    args.patience, args.answers)
+                        if args.no_cache:
+                            runs, versions = venv_peers(args.peers_python, table, names, on, concurrency, budget,
+                                                        args.patience, args.answers)
+                        else:
+                            runs, versions = cached_peers(args.cache, args.peers_python, table, names, on,
+                                                          concurrency, budget, args.patience, args.answers)
                         peers.update(runs)
                         report["versions"].update(versions)
             result = run_task(table, answers, seeds, concurrency, budget, args.patience, methods, peers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,3 +62,43 @@ def test_each_peer_runs_a_few_trials_on_a_tiny_table(tmp_path):
         assert [t for t, _, _ in events] == sorted(t for t, _, _ in events), name  # in time order
         values = np.array([v for _, _, v in events])
         assert recorded.min() <= values.min() and values.max() <= recorded.max(), name  # the surrogate's range
+
+
+def search_peers():
+    spec = importlib.util.spec_from_file_location("search_peers_bench", ROOT / "benchmarks" / "search_peers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_peer_cache_answers_the_seeds_it_keeps_and_keys_them_by_table_and_settings(tmp_path):
+    bench, tiny = search_peers(), table(configs=12, epochs=6)
+    nowhere = tmp_path / "no-venv" / "python"  # a seed the cache lacks would need it, and fail
+    args = dict(names=["dehb"], concurrency=2, budget=24, patience=3, answers="nearest")
+    assert bench.cached_peers(tmp_path / "cache", nowhere, tiny, seeds=[], **args) == ({}, {})
+    [where] = (tmp_path / "cache").iterdir()
+    kept = {0: [[1.0, 1, 0.5], [2.0, 2, 0.6]], 1: [[1.0, 1, 0.4]]}
+    for seed, events in kept.items():
+        (where / f"dehb-{seed}.json").write_text(json.dumps({"events": events, "versions": {"dehb": "0.1.2"}}))
+
+    runs, versions = bench.cached_peers(tmp_path / "cache", nowhere, tiny, seeds=[0, 1], **args)
+    assert runs == {"dehb": {s: [tuple(e) for e in events] for s, events in kept.items()}}
+    assert versions == {"dehb": "0.1.2"}
+    with pytest.raises(FileNotFoundError):  # seed 2 is not kept: the venv is asked for it
+        bench.cached_peers(tmp_path / "cache", nowhere, tiny, seeds=[0, 1, 2], **args)
+    bench.cached_peers(tmp_path / "cache", nowhere, tiny, seeds=[], **{**args, "concurrency": 8})
+    bench.cached_peers(tmp_path / "cache", nowhere, table(configs=13, epochs=6), seeds=[], **args)
+    assert len(list((tmp_path / "cache").iterdir())) == 3  # other settings, another table: other keys
+
+    (where / "dehb-1.json").write_text(json.dumps({"events": kept[1], "versions": {"dehb": "0.1.3"}}))
+    with pytest.raises(SystemExit, match=re.escape("dehb seed 1 ran with dehb 0.1.3, others with 0.1.2")):
+        bench.cached_peers(tmp_path / "cache", nowhere, tiny, seeds=[0, 1], **args)
+
+
+@pytest.mark.skipif(not PEERS_PYTHON.exists(), reason=f"no peers venv at {PEERS_PYTHON}")
+def test_a_peer_seed_run_once_is_answered_from_the_cache_the_same(tmp_path):
+    bench, tiny = search_peers(), table(configs=12, epochs=6)
+    args = dict(names=["dehb"], seeds=[0], concurrency=2, budget=24, patience=3, answers="nearest")
+    first = bench.cached_peers(tmp_path / "cache", PEERS_PYTHON, tiny, **args)
+    again = bench.cached_peers(tmp_path / "cache", tmp_path / "no-venv" / "python", tiny, **args)
+    assert again == first and len(first[0]["dehb"][0]) == 24
