@@ -150,7 +150,8 @@ def merge(paths: list[str], out: str) -> None:
     """One report from runs of the same settings over different seeds (``--first-seed``)."""
     runs = [json.loads(Path(p).read_text()) for p in paths]
     keys = ("trials", "tpe_trials", "max_epochs", "tpe_startup_trials", "validation_fraction",
-            "asha_bootstrap_count", "tpe_seed_offset", "conditional_space", "hpo_defaults")
+            "asha_bootstrap_count", "asha_reduction_factor", "tpe_seed_offset", "conditional_space",
+            "hpo_defaults")
     for run, path in zip(runs[1:], paths[1:], strict=True):
         differ = [k for k in keys if run.get(k) != runs[0].get(k)]
         if differ:
