@@ -98,8 +98,6 @@ def sweep(
 SEED_OFFSET = 1000
 #: The issue's target: TPE + ASHA reaches B within this share of random search's epochs.
 TARGET = 0.33
-#: Optuna's random start-up trials when the sweep file names none (``search.startup_trials`` unset).
-OPTUNA_STARTUP_TRIALS = 10
 
 
 def epochs_in_order(storage: Path, name: str) -> list[float]:
@@ -112,11 +110,16 @@ def epochs_in_order(storage: Path, name: str) -> list[float]:
 def settings(args: argparse.Namespace) -> dict[str, Any]:
     """What a run's figures depend on besides its seeds (runs merged with ``--merge`` must agree on it)."""
     # Under --hpo-defaults the sweep file leaves these to hpo: the figures record hpo's values, not the flags'.
+    import inspect
+
+    from optuna.samplers import TPESampler
+
     from hpo.config.sections import SchedulerConfig
 
     fields = SchedulerConfig.model_fields
+    optuna_startup = inspect.signature(TPESampler).parameters["n_startup_trials"].default  # search.startup_trials unset
     startup, bootstrap, reduction = (
-        (OPTUNA_STARTUP_TRIALS, fields["bootstrap_count"].default, fields["reduction_factor"].default)
+        (optuna_startup, fields["bootstrap_count"].default, fields["reduction_factor"].default)
         if args.hpo_defaults else (args.startup_trials, args.bootstrap_count, 3))
     return {
         "trials": args.trials, "tpe_trials": args.tpe_trials, "max_epochs": args.epochs,

@@ -73,6 +73,7 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "curves"))
 import hpo  # noqa: E402
 from hpo.progress.stopping import Rules, State, advance, higher_is_better  # noqa: E402
 from hpo.replay import CurveTable, Surrogate, replay_sweep  # noqa: E402
+from hpo.tracking.store import cache_root  # noqa: E402
 
 FRACTIONS = (0.25, 0.5, 1.0)
 #: Points of the budget at which the mean regret is kept for the plots.
@@ -224,7 +225,7 @@ def venv_peers(python: Path, table: CurveTable, names: list[str], seeds: list[in
 
 #: Seeds of one peer run by one venv subprocess when filling the cache (each part is kept as it ends).
 CACHE_PART = 5
-DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hpo" / "search_peers"
+DEFAULT_CACHE = cache_root() / "search_peers"
 
 
 def cached_peers(cache: Path, python: Path, table: CurveTable, names: list[str], seeds: list[int],
