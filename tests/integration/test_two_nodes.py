@@ -235,6 +235,21 @@ def _final_models(cluster: TwoNodes, name: str) -> list[str]:
     return [k for k in cluster.moto.keys(cluster.bucket, f"runs/{name}/") if k.endswith("/model.keras")]
 
 
+def _finished_in_bucket(cluster: TwoNodes, name: str) -> set[str]:
+    """The trials Tune's newest experiment state in the bucket holds as finished (``TERMINATED``)."""
+    states = sorted(k for k in cluster.moto.keys(cluster.bucket, f"runs/{name}/")
+                    if k.rsplit("/", 1)[-1].startswith("experiment_state-") and k.endswith(".json"))
+    if not states:
+        return set()
+    body = cluster.moto.client().get_object(Bucket=cluster.bucket, Key=states[-1])["Body"].read()
+    try:
+        trial_data = json.loads(body)["trial_data"]
+    except ValueError:  # caught mid-upload
+        return set()
+    trials = [json.loads(state) for state, _ in trial_data]
+    return {t["trial_id"] for t in trials if t.get("status") == "TERMINATED"}
+
+
 def _upload_users_dataset(cluster: TwoNodes, tmp_path: Path) -> str:
     """A user's Parquet dataset (digits) written locally and uploaded to the bucket; returns its s3:// URL."""
     from sklearn.datasets import load_digits
@@ -259,13 +274,17 @@ def test_sweep_of_a_users_s3_dataset_killed_and_resumed_on_two_nodes(cluster, tm
         while time.time() < deadline and first.poll() is None and not _final_models(cluster, "two-nodes"):
             time.sleep(1)
         assert first.poll() is None, f"the sweep ended before it could be killed: {first.stdout.read()[-3000:]}"
-        time.sleep(2.5)  # Tune saves its experiment state every few seconds
+        # Killed once the bucket holds Tune's state with a finished trial: what a resume must keep. A trial
+        # whose model lands just before the kill, after Tune's last upload, may be run again under a new id.
+        while time.time() < deadline and first.poll() is None and not _finished_in_bucket(cluster, "two-nodes"):
+            time.sleep(0.5)
+        finished_before = _finished_in_bucket(cluster, "two-nodes")
+        assert finished_before, "Tune's state in the bucket never recorded a finished trial"
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(timeout=30)
     finally:
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
-    finished_before = {k.split("/")[2] for k in _final_models(cluster, "two-nodes")}
 
     try:
         second = subprocess.run([*cmd, "--resume"], cwd=cluster.disk, capture_output=True, text=True, timeout=420,
@@ -277,7 +296,7 @@ def test_sweep_of_a_users_s3_dataset_killed_and_resumed_on_two_nodes(cluster, tm
     summary = json.loads((state / "summary.json").read_text())
     trials = summary["trials"]
     assert len(trials) == 3 and len({t["trial_id"] for t in trials}) == 3
-    assert {t.split("_", 2)[-1].split("_")[0] for t in finished_before} <= {t["trial_id"] for t in trials}
+    assert finished_before <= {t["trial_id"] for t in trials}
     assert all(t["status"] in ("completed", "stopped_early") for t in trials), trials
     assert summary["best"] is not None
     # The bucket holds the sweep complete: Tune's state, checkpoints, the data hpo wrote, the driver's copy.
