@@ -550,8 +550,8 @@ def merge(paths: list[Path], out: Path) -> None:
     report = {**runs[0], "tasks": {}, "methods": [], "versions": {}, "merged_from": []}
     for path, run in zip(paths, runs, strict=True):
         report["merged_from"].append({"file": path.name, "methods": run["methods"], "tasks": list(run["tasks"]),
-                                      "peer_seeds": run["peer_seeds"], "wall_s": run["wall_s"],
-                                      "machine": run["machine"]})
+                                      "variants": run.get("variants", ""), "peer_seeds": run["peer_seeds"],
+                                      "wall_s": run["wall_s"], "machine": run["machine"]})
         report["methods"] += [m for m in run["methods"] if m not in report["methods"]]
         report["versions"].update(run["versions"])
         for task, entry in run["tasks"].items():
@@ -561,6 +561,7 @@ def merge(paths: list[Path], out: Path) -> None:
                 for name, figures in result["methods"].items():
                     have["methods"].setdefault(name, figures)
     report["peer_seeds"] = min(run["peer_seeds"] for run in runs)
+    report["variants"] = ";".join(filter(None, (run.get("variants", "") for run in runs)))
     report["wall_s"] = round(sum(run["wall_s"] for run in runs), 1)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
