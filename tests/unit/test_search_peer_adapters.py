@@ -102,3 +102,32 @@ def test_a_peer_seed_run_once_is_answered_from_the_cache_the_same(tmp_path):
     first = bench.cached_peers(tmp_path / "cache", PEERS_PYTHON, tiny, **args)
     again = bench.cached_peers(tmp_path / "cache", tmp_path / "no-venv" / "python", tiny, **args)
     assert again == first and len(first[0]["dehb"][0]) == 24
+
+
+def test_merge_keeps_the_first_runs_figures_adds_the_others_and_refuses_other_settings(tmp_path, capsys):
+    bench = search_peers()
+
+    def run(name, methods, variants, wall_s, seeds=40):
+        report = {"benchmark": "search_peers", "answers": "surrogate", "budget_x_max_epochs": 50, "patience": 3,
+                  "seeds": seeds, "peer_seeds": seeds, "methods": methods, "variants": variants,
+                  "machine": "m", "versions": {"optuna": "5.0.0"}, "wall_s": wall_s,
+                  "tasks": {"t": {"held_out": False, "by_concurrency": {"2": {
+                      "oracle": 0.9, "methods": {m: {"ratio_median": wall_s} for m in methods}}}}}}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(report))
+        return path
+
+    first = run("first", ["hpo", "boot1"], "boot1:scheduler.bootstrap_count=1", 10.0)
+    second = run("second", ["hpo", "eta3"], "eta3:scheduler.reduction_factor=3", 20.0)
+    bench.merge([first, second], tmp_path / "out.json")
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["methods"] == ["hpo", "boot1", "eta3"]
+    assert {m: f["ratio_median"] for m, f in out["tasks"]["t"]["by_concurrency"]["2"]["methods"].items()} == {
+        "hpo": 10.0, "boot1": 10.0, "eta3": 20.0}
+    assert out["variants"] == "boot1:scheduler.bootstrap_count=1;eta3:scheduler.reduction_factor=3"
+    assert [(m["file"], m["variants"]) for m in out["merged_from"]] == [
+        ("first.json", "boot1:scheduler.bootstrap_count=1"), ("second.json", "eta3:scheduler.reduction_factor=3")]
+    assert out["wall_s"] == 30.0
+    with pytest.raises(SystemExit, match=re.escape("other.json: seeds differ from")):
+        bench.merge([first, run("other", ["hpo"], "", 5.0, seeds=10)], tmp_path / "refused.json")
+    assert not (tmp_path / "refused.json").exists()
