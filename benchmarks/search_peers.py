@@ -559,8 +559,10 @@ def merge(paths: list[Path], out: Path) -> None:
             for concurrency, result in entry["by_concurrency"].items():
                 have = into["by_concurrency"].setdefault(concurrency, {**result, "methods": {}})
                 for name, figures in result["methods"].items():
-                    have["methods"].setdefault(name, figures)
-    report["peer_seeds"] = min(run["peer_seeds"] for run in runs)
+                    have["methods"].setdefault(name, {"seeds": run["peer_seeds"], **figures})
+    # The fewest seeds behind any figure kept (a superseded run's seed count does not count).
+    report["peer_seeds"] = min(figures["seeds"] for entry in report["tasks"].values()
+                               for result in entry["by_concurrency"].values() for figures in result["methods"].values())
     report["variants"] = ";".join(filter(None, (run.get("variants", "") for run in runs)))
     report["wall_s"] = round(sum(run["wall_s"] for run in runs), 1)
     out.parent.mkdir(parents=True, exist_ok=True)

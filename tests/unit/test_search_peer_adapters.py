@@ -124,10 +124,19 @@ def test_merge_keeps_the_first_runs_figures_adds_the_others_and_refuses_other_se
     assert out["methods"] == ["hpo", "boot1", "eta3"]
     assert {m: f["ratio_median"] for m, f in out["tasks"]["t"]["by_concurrency"]["2"]["methods"].items()} == {
         "hpo": 10.0, "boot1": 10.0, "eta3": 20.0}
+    assert out["peer_seeds"] == 40
     assert out["variants"] == "boot1:scheduler.bootstrap_count=1;eta3:scheduler.reduction_factor=3"
     assert [(m["file"], m["variants"]) for m in out["merged_from"]] == [
         ("first.json", "boot1:scheduler.bootstrap_count=1"), ("second.json", "eta3:scheduler.reduction_factor=3")]
     assert out["wall_s"] == 30.0
+    fewer = run("fewer", ["hpo", "dehb"], "", 5.0)
+    report = json.loads(fewer.read_text())
+    report["peer_seeds"] = 10
+    fewer.write_text(json.dumps(report))
+    bench.merge([first, fewer], tmp_path / "out.json")
+    assert json.loads((tmp_path / "out.json").read_text())["peer_seeds"] == 10  # dehb's figures: 10 seeds
+    bench.merge([first, second, fewer], tmp_path / "out.json")
+    assert json.loads((tmp_path / "out.json").read_text())["peer_seeds"] == 10
     with pytest.raises(SystemExit, match=re.escape("other.json: seeds differ from")):
         bench.merge([first, run("other", ["hpo"], "", 5.0, seeds=10)], tmp_path / "refused.json")
     assert not (tmp_path / "refused.json").exists()
