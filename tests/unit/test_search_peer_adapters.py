@@ -104,12 +104,12 @@ def test_a_peer_seed_run_once_is_answered_from_the_cache_the_same(tmp_path):
     assert again == first and len(first[0]["dehb"][0]) == 24
 
 
-def test_merge_keeps_the_first_runs_figures_adds_the_others_and_refuses_other_settings(tmp_path, capsys):
+def test_merge_keeps_the_first_runs_figures_adds_the_others_and_refuses_other_settings(tmp_path):
     bench = search_peers()
 
-    def run(name, methods, variants, wall_s, seeds=40):
+    def run(name, methods, variants, wall_s, seeds=40, peer_seeds=40):
         report = {"benchmark": "search_peers", "answers": "surrogate", "budget_x_max_epochs": 50, "patience": 3,
-                  "seeds": seeds, "peer_seeds": seeds, "methods": methods, "variants": variants,
+                  "seeds": seeds, "peer_seeds": peer_seeds, "methods": methods, "variants": variants,
                   "machine": "m", "versions": {"optuna": "5.0.0"}, "wall_s": wall_s,
                   "tasks": {"t": {"held_out": False, "by_concurrency": {"2": {
                       "oracle": 0.9, "methods": {m: {"ratio_median": wall_s} for m in methods}}}}}}
@@ -129,14 +129,11 @@ def test_merge_keeps_the_first_runs_figures_adds_the_others_and_refuses_other_se
     assert [(m["file"], m["variants"]) for m in out["merged_from"]] == [
         ("first.json", "boot1:scheduler.bootstrap_count=1"), ("second.json", "eta3:scheduler.reduction_factor=3")]
     assert out["wall_s"] == 30.0
-    fewer = run("fewer", ["hpo", "dehb"], "", 5.0)
-    report = json.loads(fewer.read_text())
-    report["peer_seeds"] = 10
-    fewer.write_text(json.dumps(report))
+    fewer = run("fewer", ["hpo", "dehb"], "", 5.0, peer_seeds=10)
     bench.merge([first, fewer], tmp_path / "out.json")
     assert json.loads((tmp_path / "out.json").read_text())["peer_seeds"] == 10  # dehb's figures: 10 seeds
     bench.merge([first, second, fewer], tmp_path / "out.json")
     assert json.loads((tmp_path / "out.json").read_text())["peer_seeds"] == 10
     with pytest.raises(SystemExit, match=re.escape("other.json: seeds differ from")):
-        bench.merge([first, run("other", ["hpo"], "", 5.0, seeds=10)], tmp_path / "refused.json")
+        bench.merge([first, run("other", ["hpo"], "", 5.0, seeds=10, peer_seeds=10)], tmp_path / "refused.json")
     assert not (tmp_path / "refused.json").exists()
