@@ -154,6 +154,11 @@ def _check_search(config: SweepConfig) -> None:
         raise KeyedError(
             "search.startup_trials", f"only {having} have random start-up trials (not {search.algorithm}); remove it"
         )
+    if search.random_fraction and not search.kind.startup_trials:
+        having = kinds.listed(name for name, kind in kinds.SEARCHERS.items() if kind.startup_trials)
+        raise KeyedError(
+            "search.random_fraction", f"only {having} model their proposals (not {search.algorithm}); remove it"
+        )
 
 
 def _check_metric(config: SweepConfig) -> None:

@@ -203,6 +203,9 @@ class SearchConfig(FrozenModel):
     max_trials: int | None = Field(default=None, ge=1, le=INT_MAX, strict=True)
     #: Random trials before TPE / GP start modelling (Optuna's ``n_startup_trials``); None: Optuna's 10.
     startup_trials: int | None = Field(default=None, ge=1, le=INT_MAX, strict=True)
+    #: TPE / GP only: the share of trials proposed at random instead of by the model (BOHB's
+    #: ``random_fraction``, SMAC's random interleaving); 0: every trial after the start-up ones is modelled.
+    random_fraction: float = Field(default=0.0, ge=0, lt=1, strict=True)
     #: The sweep whose best configurations this one re-runs with new seeds (set by ``hpo repeat``).
     repeat_of: str | None = Field(default=None, min_length=1, max_length=200)
 

@@ -43,6 +43,13 @@ def _startup(config: SweepConfig) -> dict[str, int]:
     return {} if n is None else {"n_startup_trials": n}
 
 
+def _interleaved(config: SweepConfig, model: Any) -> Any:
+    """``model`` with ``search.random_fraction`` of the trials proposed at random (:mod:`hpo.search.interleave`)."""
+    from hpo.search.interleave import interleaved
+
+    return interleaved(model, config.search.random_fraction, config.search.seed)
+
+
 def _tpe(config: SweepConfig) -> Any:
     """Optuna's TPE, multivariate over each group of parameters that occur together (``group``).
 
@@ -57,13 +64,14 @@ def _tpe(config: SweepConfig) -> Any:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # ``group`` is marked experimental
-        return optuna.samplers.TPESampler(seed=config.search.seed, multivariate=True, group=True, **_startup(config))
+        model = optuna.samplers.TPESampler(seed=config.search.seed, multivariate=True, group=True, **_startup(config))
+    return _interleaved(config, model)
 
 
 def _gp(config: SweepConfig) -> Any:
     import optuna
 
-    return optuna.samplers.GPSampler(seed=config.search.seed, **_startup(config))
+    return _interleaved(config, optuna.samplers.GPSampler(seed=config.search.seed, **_startup(config)))
 
 
 def _random(config: SweepConfig) -> Any:

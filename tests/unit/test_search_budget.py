@@ -261,3 +261,22 @@ def test_summary_goal_with_repeats_takes_the_configurations_mean():
     assert goal_status(config, rows).model_dump(exclude_unset=True) == {
         "value": 0.9, "reached": True, "trial_id": "x_00002", "trial_ids": ["x_00002", "x_00003"]}
     assert goal_status(config, rows[:2] + rows[4:]).reached is False
+
+
+def test_random_fraction_only_for_model_based_samplers():
+    with pytest.raises(ConfigError) as info:
+        sweep(random_fraction=0.3)
+    assert str(info.value) == (
+        "s.yaml: search.random_fraction: only optuna-tpe and optuna-gp model their proposals (not random); remove it"
+    )
+
+
+@pytest.mark.parametrize("algorithm", ["optuna-tpe", "optuna-gp"])
+def test_random_fraction_wraps_the_optuna_sampler(algorithm):
+    from hpo.search.interleave import RandomInterleaved
+
+    build = kinds.searcher(algorithm).factory.resolve().sampler
+    sampler = build(sweep(algorithm=algorithm, startup_trials=3, random_fraction=0.25, seed=1))
+    assert isinstance(sampler, RandomInterleaved)
+    assert sampler.fraction == 0.25 and sampler.model._n_startup_trials == 3
+    assert not isinstance(build(sweep(algorithm=algorithm)), RandomInterleaved)  # 0: the model alone

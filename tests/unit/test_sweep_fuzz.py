@@ -20,7 +20,8 @@ from tests.conftest import ROOT, hpo_cli
 BASE = yaml.safe_load((ROOT / "search_spaces" / "digits_mlp.yaml").read_text())
 NUMERIC = [
     "search.num_samples", "search.max_concurrent", "search.seed", "search.repeats", "search.time_budget_s",
-    "search.max_trials", "search.startup_trials", "scheduler.grace_period", "scheduler.reduction_factor",
+    "search.max_trials", "search.startup_trials", "search.random_fraction", "scheduler.grace_period",
+    "scheduler.reduction_factor",
     "scheduler.bootstrap_count", "trial.workers", "trial.cpus_per_worker", "trial.gpus_per_worker",
     "trial.max_epochs", "trial.batch_size_per_worker", "trial.learning_rate", "trial.reference_batch_size",
     "trial.max_failures", "trial.simulated_epoch_s", "trial.early_stopping.patience",
@@ -93,6 +94,8 @@ CROSS = {  # settings valid one by one, not together: (dotted key → value), th
     "grace above max_epochs": ({"scheduler.grace_period": 50, "trial.max_epochs": 8}, "scheduler.grace_period"),
     "bootstrap without asha": ({"scheduler.type": "fifo", "scheduler.bootstrap_count": 1}, "scheduler.bootstrap_count"),
     "startup trials with random": ({"search.algorithm": "random", "search.startup_trials": 3}, "search.startup_trials"),
+    "random fraction with random": ({"search.algorithm": "random", "search.random_fraction": 0.2},
+                                    "search.random_fraction"),
     "max_trials not a multiple": ({"search.repeats": 2, "search.max_trials": 3}, "search.max_trials"),
     "objective not logged": ({"objective.metric": "val_auc"}, "objective.metric"),
     "unknown metric": ({"trial.metrics": ["accuracyy"]}, "trial.metrics"),

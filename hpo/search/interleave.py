@@ -1,0 +1,80 @@
+"""Random proposals interleaved with a model's (``search.random_fraction``).
+
+A model-based sampler (TPE, GP) proposes where its model of the trials so far says to look; a share of
+trials drawn at random keeps it from spending the sweep in one region its first trials happened to favour,
+as BOHB (its ``random_fraction``) and SMAC (random interleaving) do. Which trials are random is fixed by the
+study's seed and the trial's number, so a sweep with a seed, replayed or resumed, makes the same choices.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from optuna.distributions import BaseDistribution
+from optuna.samplers import BaseSampler, RandomSampler
+from optuna.study import Study
+from optuna.trial import FrozenTrial, TrialState
+
+
+class RandomInterleaved(BaseSampler):
+    """A sampler that answers a share of the trials at random and the others with ``model``.
+
+    Args:
+        model: The model-based sampler (its own random start-up trials still come first).
+        fraction: The share of trials proposed at random, in [0, 1).
+        seed: Fixes which trials are random and their parameters; None: drawn once per sampler.
+    """
+
+    def __init__(self, model: BaseSampler, fraction: float, seed: int | None = None) -> None:
+        if not 0 <= fraction < 1:
+            raise ValueError(f"fraction {fraction!r} is not in [0, 1)")
+        self.model, self.fraction = model, fraction
+        self._seed = secrets.randbits(32) if seed is None else seed
+        self._random = RandomSampler(seed=None if seed is None else seed + 1)
+
+    def is_random(self, trial: FrozenTrial) -> bool:
+        """True if ``trial`` (by its number) is one of the trials proposed at random."""
+        return bool(np.random.default_rng([self._seed, trial.number]).random() < self.fraction)
+
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        """The model's joint search space, or none for a random trial (each parameter drawn on its own)."""
+        return {} if self.is_random(trial) else self.model.infer_relative_search_space(study, trial)
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        """The model's joint proposal (nothing for a random trial)."""
+        return {} if self.is_random(trial) else self.model.sample_relative(study, trial, search_space)
+
+    def sample_independent(
+        self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
+        """One parameter, at random for a random trial, else as the model draws parameters on their own."""
+        sampler = self._random if self.is_random(trial) else self.model
+        return sampler.sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        """The model's hook (it sees every trial)."""
+        self.model.before_trial(study, trial)
+
+    def after_trial(
+        self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None
+    ) -> None:
+        """The model's hook (it learns from random trials too)."""
+        self.model.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        """Reseeds both samplers (Optuna calls it for parallel workers of one study)."""
+        self.model.reseed_rng()
+        self._random.reseed_rng()
+
+
+def interleaved(model: BaseSampler, fraction: float, seed: int | None) -> BaseSampler:
+    """``model`` with ``fraction`` of its trials proposed at random (``model`` itself for 0)."""
+    return model if fraction == 0 else RandomInterleaved(model, fraction, seed)
+
+
+__all__ = ["RandomInterleaved", "interleaved"]

@@ -1,0 +1,57 @@
+"""search.random_fraction: a share of trials proposed at random among a model's (hpo.search.interleave)."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from hpo.search.interleave import RandomInterleaved, interleaved
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def run(fraction: float, seed: int, trials: int = 80) -> tuple[optuna.Study, RandomInterleaved]:
+    sampler = RandomInterleaved(optuna.samplers.TPESampler(seed=seed, n_startup_trials=10), fraction, seed)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(lambda trial: trial.suggest_float("x", 0.0, 1.0) ** 2, n_trials=trials)
+    return study, sampler
+
+
+def test_random_trials_ignore_the_model_and_the_others_follow_it():
+    study, sampler = run(0.3, seed=0)
+    late = study.trials[30:]  # TPE has narrowed in on x = 0 by then
+    random = [t.params["x"] for t in late if sampler.is_random(t)]
+    modelled = [t.params["x"] for t in late if not sampler.is_random(t)]
+    assert 8 <= len(random) <= 24  # about 30 % of 50
+    assert sum(modelled) / len(modelled) < 0.15
+    assert sum(random) / len(random) > 0.3  # uniform on [0, 1]: mean 0.5
+
+
+def frozen(number: int) -> optuna.trial.FrozenTrial:
+    return optuna.trial.FrozenTrial(
+        number=number, state=optuna.trial.TrialState.RUNNING, value=None, datetime_start=None,
+        datetime_complete=None, params={}, distributions={}, user_attrs={}, system_attrs={},
+        intermediate_values={}, trial_id=number,
+    )
+
+
+def test_the_share_of_random_trials_is_the_fraction():
+    sampler = RandomInterleaved(optuna.samplers.TPESampler(seed=3), 0.25, seed=3)
+    share = sum(sampler.is_random(frozen(n)) for n in range(2000)) / 2000
+    assert 0.22 < share < 0.28
+
+
+def test_a_seed_fixes_which_trials_are_random_and_what_they_propose():
+    first, a = run(0.5, seed=7, trials=40)
+    second, b = run(0.5, seed=7, trials=40)
+    assert [t.params for t in first.trials] == [t.params for t in second.trials]
+    assert [a.is_random(t) for t in first.trials] == [b.is_random(t) for t in second.trials]
+    other, c = run(0.5, seed=8, trials=40)
+    assert [a.is_random(t) for t in first.trials] != [c.is_random(t) for t in other.trials]
+
+
+def test_zero_is_the_model_itself_and_a_fraction_of_one_is_refused():
+    model = optuna.samplers.TPESampler(seed=0)
+    assert interleaved(model, 0.0, 0) is model
+    with pytest.raises(ValueError, match=r"fraction 1\.0 is not in \[0, 1\)"):
+        RandomInterleaved(model, 1.0)
