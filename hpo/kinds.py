@@ -237,7 +237,8 @@ class SearcherKind:
             without repeats or conditional parameters.
         warm_start: It can be seeded with a previous sweep's best configurations (``--warm-start``) and
             queue configurations (``hpo repeat``).
-        startup_trials: It has random start-up trials before it models (``search.startup_trials``).
+        startup_trials: It models its proposals after random start-up trials (``search.startup_trials``;
+            ``search.random_fraction`` interleaves random ones later).
         needs: A package it needs that hpo does not install (None: nothing).
         instead: A searcher that can queue configurations, which ``hpo repeat`` runs in this one's place
             and sweep-file errors suggest where this one cannot run (None: none needed); required where
