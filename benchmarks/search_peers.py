@@ -351,7 +351,7 @@ def run_task(table: CurveTable, answers: Surrogate | None, seeds: list[int], con
 
     ``peers``: the venv peers' events, already run (a peer run on fewer seeds is compared on those).
     """
-    from scipy.stats import wilcoxon
+    from scipy.stats import binomtest, wilcoxon
 
     mode = table.task.mode
     oracle, typical = table_scale(table)
@@ -384,10 +384,22 @@ def run_task(table: CurveTable, answers: Surrogate | None, seeds: list[int], con
                 "ci95": bootstrap_ci(values),
                 "median": round(float(np.nanmedian(values)), 4),
             }
+        entry["ratio_median_ci95"] = median_ci(ranked)
         entry["anytime"] = [round(float(np.nanmean([r["regret"][f] for r in per_seed.values()])), 4)
                             for f in ANYTIME]
+        entry["per_seed"] = {str(seed): {"ratio": None if r["ratio"] is None else round(r["ratio"], 4),
+                                         **{f"regret_{int(f * 100)}": round(float(r["regret"][f]), 4) + 0.0
+                                            for f in FRACTIONS}}
+                             for seed, r in per_seed.items()}
         if name != "hpo":
             common = [s for s in per_seed if s in rows["hpo"]]
+            first = [_to_b(rows["hpo"][s]) for s in common]
+            then = [_to_b(per_seed[s]) for s in common]
+            faster = sum(a < b for a, b in zip(first, then, strict=True))
+            slower = sum(a > b for a, b in zip(first, then, strict=True))
+            entry["hpo_faster_to_b_seeds"], entry["hpo_slower_to_b_seeds"] = faster, slower
+            entry["hpo_vs_this_ratio_sign_p"] = (round(float(binomtest(faster, faster + slower).pvalue), 4)
+                                                 if faster + slower else None)
             for f in FRACTIONS:
                 mine = np.array([rows["hpo"][s]["regret"][f] for s in common])
                 theirs = np.array([per_seed[s]["regret"][f] for s in common])
@@ -397,6 +409,38 @@ def run_task(table: CurveTable, answers: Surrogate | None, seeds: list[int], con
                     else None)
         out["methods"][name] = entry
     return out
+
+
+def _to_b(row: dict[str, Any]) -> float:
+    """A seed's epochs to B as a share of the budget, infinite if it never reached B."""
+    return math.inf if row["ratio"] is None else row["ratio"]
+
+
+def median_ci(values: list[float], seed: int = 0, resamples: int = 2000) -> list[float | None]:
+    """A bootstrap 95 % interval of the median of ``values`` (infinite values allowed; None: infinite)."""
+    medians = np.median(np.random.default_rng(seed).choice(np.array(values), (resamples, len(values))), axis=1)
+    return [_finite(float(np.percentile(medians, 2.5))), _finite(float(np.percentile(medians, 97.5)))]
+
+
+#: The seed-by-seed tests of hpo against each other method, by figure (``hpo_vs_this_<figure>_p``).
+TESTS = ("ratio_sign", "regret_25_wilcoxon", "regret_50_wilcoxon", "regret_100_wilcoxon")
+
+
+def holm(report: dict[str, Any]) -> None:
+    """Adds Holm's adjusted p to every test of hpo against another method, one family per figure.
+
+    A family is every such test of one figure in the report (all tasks, trials-at-once and methods): with
+    seven peers on eight cells, a few raw p below 0.05 are expected by chance alone.
+    """
+    for test in TESTS:
+        found = [(figures, figures[f"hpo_vs_this_{test}_p"])
+                 for entry in report["tasks"].values() for result in entry["by_concurrency"].values()
+                 for figures in result["methods"].values() if figures.get(f"hpo_vs_this_{test}_p") is not None]
+        found.sort(key=lambda pair: pair[1])
+        running = 0.0
+        for rank, (figures, p) in enumerate(found):
+            running = max(running, min(1.0, (len(found) - rank) * p))
+            figures[f"hpo_vs_this_{test}_holm_p"] = round(running, 4)
 
 
 def _finite(value: float) -> float | None:
@@ -531,6 +575,7 @@ def main() -> None:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(report, indent=1) + "\n")
     report["wall_s"] = round(time.time() - started, 1)
+    holm(report)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out} in {report['wall_s']} s")
 
@@ -565,6 +610,7 @@ def merge(paths: list[Path], out: Path) -> None:
                                for result in entry["by_concurrency"].values() for figures in result["methods"].values())
     report["variants"] = ";".join(filter(None, (run.get("variants", "") for run in runs)))
     report["wall_s"] = round(sum(run["wall_s"] for run in runs), 1)
+    holm(report)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {out} from {len(paths)} runs")
