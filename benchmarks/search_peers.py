@@ -419,7 +419,8 @@ def _to_b(row: dict[str, Any]) -> float:
 def median_ci(values: list[float], seed: int = 0, resamples: int = 2000) -> list[float | None]:
     """A bootstrap 95 % interval of the median of ``values`` (infinite values allowed; None: infinite)."""
     medians = np.median(np.random.default_rng(seed).choice(np.array(values), (resamples, len(values))), axis=1)
-    return [_finite(float(np.percentile(medians, 2.5))), _finite(float(np.percentile(medians, 97.5)))]
+    with np.errstate(invalid="ignore"):  # between two infinite medians the percentile is NaN: never reached too
+        return [_finite(float(np.percentile(medians, 2.5))), _finite(float(np.percentile(medians, 97.5)))]
 
 
 #: The seed-by-seed tests of hpo against each other method, by figure (``hpo_vs_this_<figure>_p``).

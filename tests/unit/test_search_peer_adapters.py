@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import re
 import subprocess
@@ -137,3 +138,25 @@ def test_merge_keeps_the_first_runs_figures_adds_the_others_and_refuses_other_se
     with pytest.raises(SystemExit, match=re.escape("other.json: seeds differ from")):
         bench.merge([first, run("other", ["hpo"], "", 5.0, seeds=10, peer_seeds=10)], tmp_path / "refused.json")
     assert not (tmp_path / "refused.json").exists()
+
+
+def test_holm_adjusts_each_figures_tests_as_one_family():
+    bench = search_peers()
+    raw = {"a": 0.01, "b": 0.04, "c": 0.03, "d": None}
+    report = {"tasks": {"t": {"by_concurrency": {"2": {"methods": {
+        "hpo": {}, **{m: {"hpo_vs_this_regret_25_wilcoxon_p": p, "hpo_vs_this_ratio_sign_p": 0.5}
+                      for m, p in raw.items()}}}}}}}
+    bench.holm(report)
+    methods = report["tasks"]["t"]["by_concurrency"]["2"]["methods"]
+    # sorted 0.01, 0.03, 0.04 times 3, 2, 1, kept increasing: 0.03, 0.06, 0.06
+    assert {m: f.get("hpo_vs_this_regret_25_wilcoxon_holm_p") for m, f in methods.items()} == {
+        "hpo": None, "a": 0.03, "b": 0.06, "c": 0.06, "d": None}
+    assert {f.get("hpo_vs_this_ratio_sign_holm_p") for m, f in methods.items() if m != "hpo"} == {1.0}
+
+
+def test_the_median_interval_keeps_unreached_seeds_as_infinite():
+    bench = search_peers()
+    low, high = bench.median_ci([0.1] * 10)
+    assert low == high == 0.1
+    low, high = bench.median_ci([0.1, 0.2, 0.3, math.inf, math.inf, math.inf, math.inf])
+    assert 0.1 <= low <= 0.3 and high is None  # most resamples' median never reached B
