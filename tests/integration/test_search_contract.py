@@ -123,6 +123,19 @@ def test_warm_start_from_a_previous_sweep(ray_session, tmp_path, monkeypatch):
     assert ranked[0]["params"] in rerun  # the previous best was trained again
 
 
+def test_random_proposals_among_tpes_keep_the_contract(ray_session, tmp_path, monkeypatch):
+    # search.random_fraction wraps TPE in a sampler of hpo's own: Ray's OptunaSearch runs it (define-by-run
+    # space, stops told as PRUNED) and the study is told every trial, as with TPE alone.
+    monkeypatch.chdir(tmp_path)
+    config = tiny("interleaved", "optuna-tpe", "asha", startup_trials=1, random_fraction=0.5)
+    trials = hpo.tune(config, storage=tmp_path / "runs").summary["trials"]
+    assert len(trials) == 4 and all(t["status"] in ("completed", "stopped_early") for t in trials), trials
+    study = optuna.load_study(study_name="interleaved", storage=study_url(tmp_path / "runs" / "interleaved"))
+    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    assert sorted(round(t.params["learning_rate"], 10) for t in study.trials if t.state in states) == sorted(
+        round(t["params"]["learning_rate"], 10) for t in trials)
+
+
 def test_max_trials_is_honoured_exactly(ray_session, tmp_path, monkeypatch):
     # A 4-point grid capped at 3 trials: exactly 3 run, the first 3 points of the grid, all to the end.
     monkeypatch.chdir(tmp_path)
