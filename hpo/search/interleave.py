@@ -33,7 +33,7 @@ class RandomInterleaved(BaseSampler):
             raise ValueError(f"fraction {fraction!r} is not in [0, 1)")
         self.model, self.fraction = model, fraction
         self._seed = secrets.randbits(32) if seed is None else seed
-        self._random = RandomSampler(seed=None if seed is None else seed + 1)
+        self._random = RandomSampler(seed=None if seed is None else (seed + 1) % 2**32)  # another stream than TPE's
 
     def is_random(self, trial: FrozenTrial) -> bool:
         """True if ``trial`` (by its number) is one of the trials proposed at random."""

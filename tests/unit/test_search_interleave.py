@@ -55,3 +55,8 @@ def test_zero_is_the_model_itself_and_a_fraction_of_one_is_refused():
     assert interleaved(model, 0.0, 0) is model
     with pytest.raises(ValueError, match=r"fraction 1\.0 is not in \[0, 1\)"):
         RandomInterleaved(model, 1.0)
+
+
+def test_the_largest_seed_a_sweep_file_takes_works():
+    study, _ = run(0.5, seed=2**32 - 1, trials=12)
+    assert len(study.trials) == 12
