@@ -370,7 +370,7 @@ def run_task(table: CurveTable, answers: Surrogate | None, seeds: list[int], con
                                 "epochs": len(events)}
     out: dict[str, Any] = {"oracle": oracle, "typical": typical, "methods": {}}
     for name, per_seed in rows.items():
-        ranked = [math.inf if r["ratio"] is None else r["ratio"] for r in per_seed.values()]
+        ranked = [_to_b(r) for r in per_seed.values()]
         entry: dict[str, Any] = {
             "seeds": len(per_seed),
             "ratio_median": _finite(statistics.median(ranked)),
@@ -431,7 +431,7 @@ def holm(report: dict[str, Any]) -> None:
     """Adds Holm's adjusted p to every test of hpo against another method, one family per figure.
 
     A family is every such test of one figure in the report (all tasks, trials-at-once and methods): with
-    seven peers on eight cells, a few raw p below 0.05 are expected by chance alone.
+    dozens of them, a few raw p below 0.05 are expected by chance alone.
     """
     for test in TESTS:
         found = [(figures, figures[f"hpo_vs_this_{test}_p"])

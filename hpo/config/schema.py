@@ -149,16 +149,13 @@ def _check_search(config: SweepConfig) -> None:
             f"{search.max_trials} is not a multiple of search.repeats ({search.repeats}): a configuration "
             f"would run fewer repeats than asked; use a multiple of {search.repeats}",
         )
-    if search.startup_trials is not None and not search.kind.startup_trials:
-        having = kinds.listed(name for name, kind in kinds.SEARCHERS.items() if kind.startup_trials)
-        raise KeyedError(
-            "search.startup_trials", f"only {having} have random start-up trials (not {search.algorithm}); remove it"
-        )
-    if search.random_fraction and not search.kind.startup_trials:
-        having = kinds.listed(name for name, kind in kinds.SEARCHERS.items() if kind.startup_trials)
-        raise KeyedError(
-            "search.random_fraction", f"only {having} model their proposals (not {search.algorithm}); remove it"
-        )
+    if search.kind.startup_trials:
+        return
+    having = kinds.listed(name for name, kind in kinds.SEARCHERS.items() if kind.startup_trials)
+    for key, is_set, what in (("startup_trials", search.startup_trials is not None, "have random start-up trials"),
+                              ("random_fraction", bool(search.random_fraction), "model their proposals")):
+        if is_set:
+            raise KeyedError(f"search.{key}", f"only {having} {what} (not {search.algorithm}); remove it")
 
 
 def _check_metric(config: SweepConfig) -> None:
