@@ -9,7 +9,8 @@ is reached, as a share of the budget (50 × max_epochs), and the mean normalised
 Variants (``--variants``): ``default`` (``TPESampler(seed)``: multivariate over the parameters every trial
 has, any other parameter on its own), ``group`` (``multivariate=True, group=True``: what ``optuna-tpe`` uses),
 ``group_complete`` (``group``, with trials the scheduler stopped told COMPLETE with their best epoch, as Ray's
-``OptunaSearch`` does, instead of PRUNED), ``random`` (random search with the same ASHA: the peer).
+``OptunaSearch`` does, instead of PRUNED), ``group_matched`` (``group``, shown the trials compared at one
+budget: :mod:`hpo.search.matched`), ``random`` (random search with the same ASHA: the peer).
 
 ``python benchmarks/search_tpe_screen.py --seeds 20`` → ``benchmarks/results/search_tpe_screen.json``. Only the
 development tasks by default: the held-out ones are for the chosen setting, in ``search_peers.py``.
@@ -38,16 +39,19 @@ from hpo.replay import CurveTable, Surrogate  # noqa: E402
 from hpo.results import FINISHED_KEY  # noqa: E402
 from hpo.search import searchers  # noqa: E402
 
-VARIANTS = ("default", "group", "group_complete", "random")
+VARIANTS = ("default", "group", "group_complete", "group_matched", "random")
 
 
-def _sampler(**options: Any) -> Any:
+def _sampler(matched: bool = False, **options: Any) -> Any:
     def make(config: Any) -> Any:
         import optuna
 
+        from hpo.search.matched import BudgetMatched
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.samplers.TPESampler(seed=config.search.seed, **searchers._startup(config), **options)
+            model = optuna.samplers.TPESampler(seed=config.search.seed, **searchers._startup(config), **options)
+        return BudgetMatched(model) if matched else model
 
     return make
 
@@ -68,8 +72,9 @@ def use(variant: str) -> str | None:
     searchers.DurableOptunaSearch.on_trial_complete = _told_complete if variant == "group_complete" else _TELL
     if variant == "default":
         object.__setattr__(searchers.tpe, "sampler", _sampler())
-    elif variant in ("group", "group_complete"):
-        object.__setattr__(searchers.tpe, "sampler", _sampler(multivariate=True, group=True))
+    elif variant in ("group", "group_complete", "group_matched"):
+        object.__setattr__(searchers.tpe, "sampler",
+                           _sampler(matched=variant == "group_matched", multivariate=True, group=True))
     return "random" if variant == "random" else None
 
 

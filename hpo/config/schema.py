@@ -153,7 +153,8 @@ def _check_search(config: SweepConfig) -> None:
         return
     having = kinds.listed(name for name, kind in kinds.SEARCHERS.items() if kind.startup_trials)
     for key, is_set, what in (("startup_trials", search.startup_trials is not None, "have random start-up trials"),
-                              ("random_fraction", bool(search.random_fraction), "model their proposals")):
+                              ("random_fraction", bool(search.random_fraction), "model their proposals"),
+                              ("match_budget", search.match_budget, "model their proposals")):
         if is_set:
             raise KeyedError(f"search.{key}", f"only {having} {what} (not {search.algorithm}); remove it")
 

@@ -43,10 +43,17 @@ def _startup(config: SweepConfig) -> dict[str, int]:
     return {} if n is None else {"n_startup_trials": n}
 
 
-def _interleaved(config: SweepConfig, model: Any) -> Any:
-    """``model`` with ``search.random_fraction`` of the trials proposed at random (:mod:`hpo.search.interleave`)."""
-    from hpo.search.interleave import interleaved
+def _wrapped(config: SweepConfig, model: Any) -> Any:
+    """``model`` as the sweep file's search keys wrap it.
 
+    ``search.match_budget``: shown trials compared at one budget (:mod:`hpo.search.matched`);
+    ``search.random_fraction``: that share of the trials proposed at random (:mod:`hpo.search.interleave`).
+    """
+    from hpo.search.interleave import interleaved
+    from hpo.search.matched import BudgetMatched
+
+    if config.search.match_budget:
+        model = BudgetMatched(model)
     return interleaved(model, config.search.random_fraction, config.search.seed)
 
 
@@ -65,13 +72,13 @@ def _tpe(config: SweepConfig) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # ``group`` is marked experimental
         model = optuna.samplers.TPESampler(seed=config.search.seed, multivariate=True, group=True, **_startup(config))
-    return _interleaved(config, model)
+    return _wrapped(config, model)
 
 
 def _gp(config: SweepConfig) -> Any:
     import optuna
 
-    return _interleaved(config, optuna.samplers.GPSampler(seed=config.search.seed, **_startup(config)))
+    return _wrapped(config, optuna.samplers.GPSampler(seed=config.search.seed, **_startup(config)))
 
 
 def _random(config: SweepConfig) -> Any:

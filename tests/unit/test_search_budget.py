@@ -280,3 +280,24 @@ def test_random_fraction_wraps_the_optuna_sampler(algorithm):
     assert isinstance(sampler, RandomInterleaved)
     assert sampler.fraction == 0.25 and sampler.model._n_startup_trials == 3
     assert not isinstance(build(sweep(algorithm=algorithm)), RandomInterleaved)  # 0: the model alone
+
+
+def test_match_budget_only_for_model_based_samplers():
+    with pytest.raises(ConfigError) as info:
+        sweep(match_budget=True)
+    assert str(info.value) == (
+        "s.yaml: search.match_budget: only optuna-tpe and optuna-gp model their proposals (not random); remove it"
+    )
+
+
+@pytest.mark.parametrize("algorithm", ["optuna-tpe", "optuna-gp"])
+def test_match_budget_shows_the_model_trials_compared_at_one_budget(algorithm):
+    from hpo.search.interleave import RandomInterleaved
+    from hpo.search.matched import BudgetMatched
+
+    build = kinds.searcher(algorithm).factory.resolve().sampler
+    sampler = build(sweep(algorithm=algorithm, startup_trials=3, match_budget=True, seed=1))
+    assert isinstance(sampler, BudgetMatched) and sampler.model._n_startup_trials == 3
+    both = build(sweep(algorithm=algorithm, match_budget=True, random_fraction=0.25, seed=1))
+    assert isinstance(both, RandomInterleaved) and isinstance(both.model, BudgetMatched)  # random ones stay random
+    assert not isinstance(build(sweep(algorithm=algorithm)), BudgetMatched)

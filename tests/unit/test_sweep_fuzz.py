@@ -96,6 +96,7 @@ CROSS = {  # settings valid one by one, not together: (dotted key → value), th
     "startup trials with random": ({"search.algorithm": "random", "search.startup_trials": 3}, "search.startup_trials"),
     "random fraction with random": ({"search.algorithm": "random", "search.random_fraction": 0.2},
                                     "search.random_fraction"),
+    "match budget with random": ({"search.algorithm": "random", "search.match_budget": True}, "search.match_budget"),
     "max_trials not a multiple": ({"search.repeats": 2, "search.max_trials": 3}, "search.max_trials"),
     "objective not logged": ({"objective.metric": "val_auc"}, "objective.metric"),
     "unknown metric": ({"trial.metrics": ["accuracyy"]}, "trial.metrics"),
