@@ -85,10 +85,14 @@ def matched_trials(trials: Sequence[FrozenTrial], n_good: int, maximize: bool) -
 
 
 class _MatchedStudy:
-    """A read-only view of ``study`` whose trials are :func:`matched_trials`; everything else is the study's."""
+    """A read-only view of ``study`` whose trials are :func:`matched_trials`; everything else is the study's.
 
-    def __init__(self, study: Study, n_good: Any) -> None:
-        self._study, self._n_good = study, n_good
+    A finished trial never changes, so the matched trials are worked out again only when more trials have
+    finished (kept in ``memo``: TPE reads the trials several times for one proposal).
+    """
+
+    def __init__(self, study: Study, n_good: Any, memo: dict[str, Any]) -> None:
+        self._study, self._n_good, self._memo = study, n_good, memo
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._study, name)
@@ -96,9 +100,14 @@ class _MatchedStudy:
     def _get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None,
                     use_cache: bool = False) -> list[FrozenTrial]:
         everything = self._study._get_trials(deepcopy=False, states=None, use_cache=use_cache)
-        n = sum(t.state in _FINISHED for t in everything)
-        maximize = self._study.direction == StudyDirection.MAXIMIZE
-        shown = matched_trials(everything, self._n_good(n), maximize)
+        finished = [t for t in everything if t.state in _FINISHED]
+        key = (self._study._study_id, len(finished))
+        if self._memo.get("key") != key:
+            maximize = self._study.direction == StudyDirection.MAXIMIZE
+            shown = matched_trials(finished, self._n_good(len(finished)), maximize)
+            self._memo.update(key=key, shown={t.number: t for t in shown})
+        by_number = self._memo["shown"]
+        shown = [by_number.get(t.number, t) if t.state in _FINISHED else t for t in everything]
         return shown if states is None else [t for t in shown if t.state in states]
 
     def get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None) -> list[FrozenTrial]:
@@ -120,9 +129,10 @@ class BudgetMatched(BaseSampler):
         self.model = model
         gamma = getattr(model, "_gamma", None)  # TPE's good-set size; Optuna sets it on first use if None
         self._n_good = gamma if callable(gamma) else _tenth
+        self._memo: dict[str, Any] = {}
 
     def _view(self, study: Study) -> Any:
-        return study if study._is_multi_objective() else _MatchedStudy(study, self._n_good)
+        return study if study._is_multi_objective() else _MatchedStudy(study, self._n_good, self._memo)
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         """The model's joint search space, inferred from the study as it is."""

@@ -9,8 +9,8 @@ told the mean.
 One rule for a trial's value, the one ``summary.json`` ranks by: its **best epoch** (the weights
 EarlyStopping restores), not the last epoch Tune hands a searcher. A finished trial is told its best epoch;
 with repeats, a configuration is told the mean of its repeats' best epochs. A trial the scheduler stopped is
-told PRUNED, whose value Optuna takes from its last reported epoch (TPE ranks pruned trials by how far they
-got first).
+told PRUNED, whose value Optuna takes from its last reported epoch; TPE and GP compare trials at one budget
+before learning from them (``search.match_budget``, :mod:`hpo.search.matched`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _wrapped(config: SweepConfig, model: Any) -> Any:
     from hpo.search.interleave import interleaved
     from hpo.search.matched import BudgetMatched
 
-    if config.search.match_budget:
+    if config.search.match_budget is not False:
         model = BudgetMatched(model)
     return interleaved(model, config.search.random_fraction, config.search.seed)
 

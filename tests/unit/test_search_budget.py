@@ -49,8 +49,8 @@ def test_startup_trials_only_for_model_based_samplers():
 def test_startup_trials_reach_the_optuna_sampler(algorithm):
     config = sweep(algorithm=algorithm, startup_trials=3, seed=1)
     sampler = kinds.searcher(algorithm).factory.resolve().sampler
-    assert sampler(config)._n_startup_trials == 3
-    assert sampler(sweep(algorithm=algorithm))._n_startup_trials == 10  # Optuna's default
+    assert sampler(config).model._n_startup_trials == 3  # the model inside BudgetMatched
+    assert sampler(sweep(algorithm=algorithm)).model._n_startup_trials == 10  # Optuna's default
 
 
 def test_capped_grid_hands_out_at_most_max_trials():
@@ -278,7 +278,7 @@ def test_random_fraction_wraps_the_optuna_sampler(algorithm):
     build = kinds.searcher(algorithm).factory.resolve().sampler
     sampler = build(sweep(algorithm=algorithm, startup_trials=3, random_fraction=0.25, seed=1))
     assert isinstance(sampler, RandomInterleaved)
-    assert sampler.fraction == 0.25 and sampler.model._n_startup_trials == 3
+    assert sampler.fraction == 0.25 and sampler.model.model._n_startup_trials == 3  # TPE in BudgetMatched
     assert not isinstance(build(sweep(algorithm=algorithm)), RandomInterleaved)  # 0: the model alone
 
 
@@ -288,6 +288,7 @@ def test_match_budget_only_for_model_based_samplers():
     assert str(info.value) == (
         "s.yaml: search.match_budget: only optuna-tpe and optuna-gp model their proposals (not random); remove it"
     )
+    assert sweep().search.match_budget is None and sweep(match_budget=False).search.match_budget is False
 
 
 @pytest.mark.parametrize("algorithm", ["optuna-tpe", "optuna-gp"])
@@ -300,4 +301,6 @@ def test_match_budget_shows_the_model_trials_compared_at_one_budget(algorithm):
     assert isinstance(sampler, BudgetMatched) and sampler.model._n_startup_trials == 3
     both = build(sweep(algorithm=algorithm, match_budget=True, random_fraction=0.25, seed=1))
     assert isinstance(both, RandomInterleaved) and isinstance(both.model, BudgetMatched)  # random ones stay random
-    assert not isinstance(build(sweep(algorithm=algorithm)), BudgetMatched)
+    assert isinstance(build(sweep(algorithm=algorithm)), BudgetMatched)  # the default
+    assert not isinstance(build(sweep(algorithm=algorithm, match_budget=False)), BudgetMatched)
+    assert isinstance(build(sweep(algorithm=algorithm, random_fraction=0.25)).model, BudgetMatched)

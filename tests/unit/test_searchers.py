@@ -78,7 +78,14 @@ def test_optuna_tpe_models_conditional_parameters_with_the_others_and_warns_noth
             asked.append((kind, x, m))
         return asked[-4:]
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        grouped = optuna.samplers.TPESampler(seed=3, multivariate=True, group=True)
-    assert proposals(ours) == proposals(grouped) != proposals(optuna.samplers.TPESampler(seed=3))
+    from hpo.search.matched import BudgetMatched
+
+    def grouped(matched):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            model = optuna.samplers.TPESampler(seed=3, multivariate=True, group=True)
+        return BudgetMatched(model) if matched else model
+
+    assert proposals(ours) == proposals(grouped(True))
+    assert proposals(grouped(False)) != proposals(optuna.samplers.TPESampler(seed=3))  # group changes proposals
+    assert proposals(grouped(True)) != proposals(grouped(False))  # all at epoch 1: ranked by value, not state
