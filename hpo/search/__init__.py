@@ -1,8 +1,10 @@
 """Search and scheduling: the space, the Tune searchers and schedulers, the goal stopper, warm starts.
 
 Modules: :mod:`~hpo.search.space` (every conversion of a parameter spec), :mod:`~hpo.search.searchers`
-(Optuna TPE / GP / random, grid), :mod:`~hpo.search.interleave` (random trials among a model's,
-``search.random_fraction``), :mod:`~hpo.search.schedulers` (ASHA, HyperBand, median, FIFO),
+(Optuna TPE / GP / random, grid), the sampler wrappers (:mod:`~hpo.search.wrapper`, their base):
+:mod:`~hpo.search.matched` (trials compared at one budget, ``search.match_budget``) and
+:mod:`~hpo.search.interleave` (random trials among a model's, ``search.random_fraction``),
+:mod:`~hpo.search.schedulers` (ASHA, HyperBand, median, FIFO),
 :mod:`~hpo.search.goal` (``objective.goal``), :mod:`~hpo.search.warmstart`, :mod:`~hpo.search.budget`
 (trial counts). Which searcher and scheduler a sweep runs, and what each is, is declared in
 :mod:`hpo.kinds`; a searcher or scheduler is added there, with one registration.

@@ -9,17 +9,18 @@ study's seed and the trial's number, so a sweep with a seed, replayed or resumed
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
+
+from hpo.search.wrapper import SamplerWrapper
 
 
-class RandomInterleaved(BaseSampler):
+class RandomInterleaved(SamplerWrapper):
     """A sampler that answers a share of the trials at random and the others with ``model``.
 
     Args:
@@ -31,7 +32,8 @@ class RandomInterleaved(BaseSampler):
     def __init__(self, model: BaseSampler, fraction: float, seed: int | None = None) -> None:
         if not 0 <= fraction < 1:
             raise ValueError(f"fraction {fraction!r} is not in [0, 1)")
-        self.model, self.fraction = model, fraction
+        super().__init__(model)
+        self.fraction = fraction
         self._seed = secrets.randbits(32) if seed is None else seed
         self._random = RandomSampler(seed=None if seed is None else (seed + 1) % 2**32)  # another stream than TPE's
 
@@ -56,19 +58,9 @@ class RandomInterleaved(BaseSampler):
         sampler = self._random if self.is_random(trial) else self.model
         return sampler.sample_independent(study, trial, param_name, param_distribution)
 
-    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
-        """The model's hook (it sees every trial)."""
-        self.model.before_trial(study, trial)
-
-    def after_trial(
-        self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None
-    ) -> None:
-        """The model's hook (it learns from random trials too)."""
-        self.model.after_trial(study, trial, state, values)
-
     def reseed_rng(self) -> None:
         """Reseeds both samplers (Optuna calls it for parallel workers of one study)."""
-        self.model.reseed_rng()
+        super().reseed_rng()
         self._random.reseed_rng()
 
 

@@ -28,6 +28,8 @@ from optuna.samplers import BaseSampler
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from hpo.search.wrapper import SamplerWrapper
+
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
@@ -118,7 +120,7 @@ def _tenth(n: int) -> int:
     return min(math.ceil(0.1 * n), 25)
 
 
-class BudgetMatched(BaseSampler):
+class BudgetMatched(SamplerWrapper):
     """A model-based sampler that learns from the trials compared at one budget (see the module).
 
     Args:
@@ -126,7 +128,7 @@ class BudgetMatched(BaseSampler):
     """
 
     def __init__(self, model: BaseSampler) -> None:
-        self.model = model
+        super().__init__(model)
         gamma = getattr(model, "_gamma", None)  # TPE's good-set size; Optuna sets it on first use if None
         self._n_good = gamma if callable(gamma) else _tenth
         self._memo: dict[str, Any] = {}
@@ -149,20 +151,6 @@ class BudgetMatched(BaseSampler):
     ) -> Any:
         """One parameter as the model draws parameters on their own, from the matched view."""
         return self.model.sample_independent(self._view(study), trial, param_name, param_distribution)
-
-    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
-        """The model's hook, on the study itself."""
-        self.model.before_trial(study, trial)
-
-    def after_trial(
-        self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None
-    ) -> None:
-        """The model's hook, on the study itself."""
-        self.model.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        """Reseeds the model."""
-        self.model.reseed_rng()
 
 
 __all__ = ["BudgetMatched", "matched_budget", "matched_trials"]
