@@ -126,12 +126,17 @@ def hpo_method(algorithm: str | None, scheduler: str | None,
 
 def optuna_hyperband(table: CurveTable, answers: Surrogate | None, seed: int, concurrency: int, budget: int,
                      patience: int) -> Events:
-    """Optuna's TPE with its own HyperbandPruner, by ask and tell, ``concurrency`` trials at once."""
+    """Optuna's TPE with its own HyperbandPruner, by ask and tell, ``concurrency`` trials at once.
+
+    The study is named after the seed: the pruner puts a trial in a bracket by a checksum of the study's name
+    and the trial's number, so an unnamed study (a random name) gave other brackets on every run.
+    """
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     task = table.task
     study = optuna.create_study(
+        study_name=f"optuna_hyperband-{seed}",
         direction="maximize" if task.mode == "max" else "minimize",
         sampler=optuna.samplers.TPESampler(seed=seed),
         pruner=optuna.pruners.HyperbandPruner(min_resource=1, max_resource=task.max_epochs),

@@ -160,3 +160,11 @@ def test_the_median_interval_keeps_unreached_seeds_as_infinite():
     assert low == high == 0.1
     low, high = bench.median_ci([0.1, 0.2, 0.3, math.inf, math.inf, math.inf, math.inf])
     assert 0.1 <= low <= 0.3 and high is None  # most resamples' median never reached B
+
+
+def test_optunas_hyperband_peer_gives_the_same_run_for_a_seed():
+    # Optuna's HyperbandPruner puts a trial in a bracket by a checksum of the study's name: the peer names it.
+    bench = search_peers()
+    tiny = table(configs=12, epochs=8)
+    runs = [bench.optuna_hyperband(tiny, None, 5, 2, 60, 3) for _ in range(3)]
+    assert runs[0] == runs[1] == runs[2] and len(runs[0]) == 60
