@@ -114,7 +114,7 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
 
     from optuna.samplers import TPESampler
 
-    from hpo.config.sections import SchedulerConfig
+    from hpo.config.sections import SchedulerConfig, SearchConfig
 
     fields = SchedulerConfig.model_fields
     optuna_startup = inspect.signature(TPESampler).parameters["n_startup_trials"].default  # search.startup_trials unset
@@ -126,6 +126,8 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
         "tpe_startup_trials": startup, "validation_fraction": args.validation_fraction,
         "asha_bootstrap_count": bootstrap, "asha_reduction_factor": reduction, "tpe_seed_offset": SEED_OFFSET,
         "conditional_space": args.conditional, "hpo_defaults": args.hpo_defaults,
+        # None: on for TPE and GP (hpo.search.searchers); the sweep files here never set it
+        "tpe_match_budget": SearchConfig.model_fields["match_budget"].default is not False,
     }
 
 

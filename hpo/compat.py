@@ -43,8 +43,13 @@ def asha_stop_last_trials(scheduler: Any) -> bool:
     return scheduler._stop_last_trials
 
 
+def asha_brackets(scheduler: Any) -> list[Any]:
+    """ASHA's brackets, lowest first rung first."""
+    return scheduler._brackets
+
+
 def set_asha_brackets(scheduler: Any, brackets: list[Any]) -> None:
-    """Replaces ASHA's brackets (one bracket of hpo's kind instead of Tune's)."""
+    """Replaces ASHA's brackets (brackets of hpo's kind instead of Tune's)."""
     scheduler._brackets = brackets
 
 

@@ -3,9 +3,12 @@
 Values are in "higher is better" space. The cut-offs come from the results recorded so far (every trial's
 observed epochs); results other trials record later are not foreseen.
 
-- ``asha`` (Tune's ``AsyncHyperBandScheduler``, one bracket): rungs at ``grace_period·reduction_factor^k``
-  epochs below ``max_epochs``; a trial reaching a rung continues only if its value there is at least the
+- ``asha`` (Tune's ``AsyncHyperBandScheduler``): rungs at ``grace_period·reduction_factor^k`` epochs below
+  ``max_epochs``; a trial reaching a rung continues only if its value there is at least the
   ``1 - 1/reduction_factor`` quantile of the values recorded at that rung (none recorded: it continues).
+  With several brackets (``scheduler.brackets``) bracket ``s`` starts at ``grace_period·reduction_factor^s``;
+  which bracket a running trial is in is not known outside the scheduler, so its futures are split among the
+  brackets in Tune's proportions (:func:`bracket_shares`), and the cut-offs are every trial's values.
 - ``hyperband``: taken as the same rule with ``grace_period`` 1 (Tune's synchronous brackets, and the pauses
   they make, are not modelled); with fewer trials at once than its first bracket holds it stops nothing
   (:func:`hyperband_halves`).
@@ -37,6 +40,28 @@ def rungs(grace_period: int, reduction_factor: float, max_epochs: int) -> list[i
     count = int(math.log(max_epochs / grace) / math.log(reduction_factor) + 1)
     milestones = {math.ceil(grace * reduction_factor**k) for k in range(count)}
     return sorted(epoch for epoch in milestones if epoch < max_epochs)
+
+
+def bracket_shares(grace_period: int, reduction_factor: float, max_epochs: int, brackets: int) -> np.ndarray:
+    """The share of new trials Tune's ASHA puts in each bracket: a softmax over the brackets' rung counts."""
+    if brackets <= 1 or max_epochs < 1:
+        return np.ones(1)
+    grace = max(1, min(grace_period, max_epochs))
+    top = math.log(max_epochs / grace) / math.log(reduction_factor)
+    sizes = np.array([int(top - s + 1) for s in range(brackets)], dtype=float)
+    weights = np.exp(sizes - sizes.max())
+    return weights / weights.sum()
+
+
+def bracket_rungs(grace_period: int, reduction_factor: float, max_epochs: int, bracket: int) -> list[int]:
+    """The rungs of ASHA's bracket ``bracket`` (0: the first, from ``grace_period``)."""
+    return rungs(grace_period * reduction_factor**bracket, reduction_factor, max_epochs)
+
+
+def split_by_share(count: int, shares: np.ndarray) -> np.ndarray:
+    """Bracket of each of ``count`` items, in order, so that the brackets hold ``shares`` of them."""
+    edges = np.cumsum(shares)
+    return np.minimum(np.searchsorted(edges, (np.arange(count) + 0.5) / max(count, 1)), len(shares) - 1)
 
 
 def asha_stops(

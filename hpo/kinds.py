@@ -94,6 +94,10 @@ class RuleSettings(Protocol):
     def reduction_factor(self) -> float:
         """``scheduler.reduction_factor``."""
 
+    @property
+    def brackets(self) -> int:
+        """``scheduler.brackets`` (ASHA's brackets)."""
+
 
 @runtime_checkable
 class ForecastRule(Protocol):
@@ -153,27 +157,53 @@ class AshaRungs:
 
     first_rung: int | None = None
 
-    def epochs(self, plan: RuleSettings) -> list[int]:
-        """The rungs under ``plan``."""
+    def epochs(self, plan: RuleSettings, bracket: int = 0) -> list[int]:
+        """The rungs under ``plan`` (of ASHA's bracket ``bracket``)."""
         from hpo import cutoffs
 
         grace = plan.grace_period if self.first_rung is None else self.first_rung
-        return cutoffs.rungs(grace, plan.reduction_factor, plan.max_epochs)
+        return cutoffs.bracket_rungs(grace, plan.reduction_factor, plan.max_epochs, bracket)
+
+    def _brackets(self, plan: RuleSettings, count: int) -> np.ndarray:
+        """The bracket of each of ``count`` futures or trials, in Tune's proportions."""
+        from hpo import cutoffs
+
+        brackets = plan.brackets if self.first_rung is None else 1
+        grace = plan.grace_period if self.first_rung is None else self.first_rung
+        shares = cutoffs.bracket_shares(grace, plan.reduction_factor, plan.max_epochs, brackets)
+        return cutoffs.split_by_share(count, shares)
 
     def stops(
         self, stops: np.ndarray, paths: np.ndarray, observed: np.ndarray, others: list[np.ndarray],
         plan: RuleSettings,
     ) -> np.ndarray:
-        """:func:`hpo.cutoffs.asha_stops` at the rungs."""
+        """:func:`hpo.cutoffs.asha_stops` at the rungs (of each future's bracket)."""
+        import numpy as np
+
         from hpo import cutoffs
 
-        return cutoffs.asha_stops(stops, paths, len(observed), others, self.epochs(plan), 1 - 1 / plan.reduction_factor)
+        quantile = 1 - 1 / plan.reduction_factor
+        of = self._brackets(plan, len(stops))
+        out = stops.copy()
+        for bracket in np.unique(of):
+            rows = of == bracket
+            out[rows] = cutoffs.asha_stops(stops[rows], paths[rows], len(observed), others,
+                                           self.epochs(plan, int(bracket)), quantile)
+        return out
 
     def replayed(self, ys: list[np.ndarray], plan: RuleSettings) -> np.ndarray:
-        """:func:`hpo.cutoffs.asha_replay` at the rungs."""
+        """:func:`hpo.cutoffs.asha_replay` at the rungs (of each trial's bracket, in Tune's proportions)."""
+        import numpy as np
+
         from hpo import cutoffs
 
-        return cutoffs.asha_replay(ys, self.epochs(plan), 1 - 1 / plan.reduction_factor)
+        quantile = 1 - 1 / plan.reduction_factor
+        of = self._brackets(plan, len(ys))
+        out = np.full(len(ys), np.inf)
+        for bracket in np.unique(of):
+            rows = of == bracket
+            out[rows] = cutoffs.asha_replay(ys, self.epochs(plan, int(bracket)), quantile)[rows]
+        return out
 
 
 @dataclass(frozen=True)
@@ -275,6 +305,7 @@ class SchedulerKind:
         rungs: It compares trials at rungs from ``scheduler.grace_period``, which must not exceed
             ``trial.max_epochs``.
         bootstrap: It takes ``scheduler.bootstrap_count``.
+        brackets: It takes ``scheduler.brackets``.
     """
 
     name: str
@@ -282,6 +313,7 @@ class SchedulerKind:
     forecast: ForecastRule | None = None
     rungs: bool = False
     bootstrap: bool = False
+    brackets: bool = False
 
     def __post_init__(self) -> None:
         _check_name("scheduler", self.name)
@@ -373,7 +405,8 @@ register_searcher(SearcherKind("optuna-gp", Ref("hpo.search.searchers:gp"), stud
 register_searcher(SearcherKind("random", Ref("hpo.search.searchers:random_search"), study=True, warm_start=True))
 register_searcher(SearcherKind("grid", Ref("hpo.search.searchers:grid"), grid=True, instead="random"))
 
-register_scheduler(SchedulerKind("asha", Ref("hpo.search.schedulers:asha"), AshaRungs(), rungs=True, bootstrap=True))
+register_scheduler(SchedulerKind("asha", Ref("hpo.search.schedulers:asha"), AshaRungs(), rungs=True, bootstrap=True,
+                                 brackets=True))
 register_scheduler(SchedulerKind("hyperband", Ref("hpo.search.schedulers:hyperband"), HyperBandRungs(), rungs=True))
 register_scheduler(SchedulerKind("median", Ref("hpo.search.schedulers:median"), MedianRule()))
 register_scheduler(SchedulerKind("fifo", Ref("hpo.search.schedulers:fifo"), NoStops()))

@@ -59,7 +59,7 @@ class SweepConfig(FrozenModel):
     def _cross_checks(self) -> SweepConfig:
         """Checks that span sections; every one runs, and every problem found is reported (one line each)."""
         errors = check_trainer_params(self.space)
-        for check in (_check_grid, _check_search, _check_bootstrap, _check_conditions, _check_metric,
+        for check in (_check_grid, _check_search, _check_scheduler_keys, _check_conditions, _check_metric,
                       _check_epochs_and_optimizers, _check_gpus):
             try:
                 check(self)
@@ -127,14 +127,17 @@ def _check_grid(config: SweepConfig) -> None:
         )
 
 
-def _check_bootstrap(config: SweepConfig) -> None:
-    if config.scheduler.bootstrap_count and not config.scheduler.kind.bootstrap:
-        having = [name for name, kind in kinds.SCHEDULERS.items() if kind.bootstrap]
-        schedulers = f"the {kinds.listed(having)} scheduler{' has' if len(having) == 1 else 's have'}"
-        raise KeyedError(
-            "scheduler.bootstrap_count",
-            f"only {schedulers} it (not {config.scheduler.type}); remove it or use type: {kinds.listed(having, 'or')}",
-        )
+def _check_scheduler_keys(config: SweepConfig) -> None:
+    scheduler = config.scheduler
+    for key, used, takes in (("bootstrap_count", scheduler.bootstrap_count != 0, "bootstrap"),
+                             ("brackets", scheduler.brackets != 1, "brackets")):
+        if used and not getattr(scheduler.kind, takes):
+            having = [name for name, kind in kinds.SCHEDULERS.items() if getattr(kind, takes)]
+            schedulers = f"the {kinds.listed(having)} scheduler{' has' if len(having) == 1 else 's have'}"
+            raise KeyedError(
+                f"scheduler.{key}",
+                f"only {schedulers} it (not {scheduler.type}); remove it or use type: {kinds.listed(having, 'or')}",
+            )
 
 
 def _check_conditions(config: SweepConfig) -> None:

@@ -235,6 +235,9 @@ class SchedulerConfig(FrozenModel):
     #: reached that rung before it (Optuna's ``bootstrap_count``). 0: Tune's ASHA, where the first trial at a
     #: rung has nothing to be compared with and always continues.
     bootstrap_count: int = Field(default=0, ge=0, le=INT_MAX, strict=True)
+    #: ASHA only: brackets of Tune's ASHA, bracket ``s`` comparing trials from epoch
+    #: ``grace_period * reduction_factor**s`` (each trial joins one, drawn from the sweep's seed).
+    brackets: int = Field(default=1, ge=1, le=16, strict=True)
 
     @field_validator("type", mode="before")
     @classmethod

@@ -24,7 +24,8 @@ def sweep_plan(config: SweepConfig, planned: int) -> SweepPlan:
         planned_trials=planned, max_concurrent=config.search.max_concurrent, max_epochs=trial.max_epochs,
         mode=config.objective.mode, patience=trial.early_stopping.patience, min_delta=trial.early_stopping.min_delta,
         goal=config.objective.goal, scheduler=scheduler.type, grace_period=scheduler.grace_period,
-        reduction_factor=scheduler.reduction_factor, time_budget_s=config.search.time_budget_s,
+        reduction_factor=scheduler.reduction_factor, brackets=scheduler.brackets,
+        time_budget_s=config.search.time_budget_s,
         cpus_per_trial=trial.workers * trial.cpus_per_worker, gpus_per_trial=trial.workers * trial.gpus_per_worker,
         cost_per_cpu_hour=config.cost.per_cpu_hour, cost_per_gpu_hour=config.cost.per_gpu_hour,
     )

@@ -123,6 +123,7 @@ class SweepPlan:
         scheduler: The ``scheduler.type`` (a kind of :data:`hpo.kinds.SCHEDULERS`).
         grace_period: The scheduler's grace period (epochs).
         reduction_factor: ASHA/HyperBand's reduction factor.
+        brackets: ASHA's brackets.
         time_budget_s: The sweep's time budget, or None.
         elapsed_s: Seconds the sweep has run so far (counted against the budget).
         cpus_per_trial: CPUs a trial holds, for trials that do not say.
@@ -141,6 +142,7 @@ class SweepPlan:
     scheduler: str = kinds.DEFAULT_SCHEDULER
     grace_period: int = 1
     reduction_factor: float = 2.0
+    brackets: int = 1
     time_budget_s: float | None = None
     elapsed_s: float = 0.0
     cpus_per_trial: float = 1.0

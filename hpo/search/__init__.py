@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from hpo.search.budget import TIME_ATTR, planned_trials, tune_num_samples
 from hpo.search.goal import GoalStopper, build_stopper
-from hpo.search.schedulers import BootstrapASHA, FinishingHyperBand, build_scheduler
+from hpo.search.schedulers import FinishingHyperBand, HedgedASHA, build_scheduler
 from hpo.search.searchers import (
     CappedGrid,
     DurableOptunaSearch,
@@ -27,11 +27,11 @@ from hpo.search.warmstart import previous_best, seed_study
 
 __all__ = [
     "TIME_ATTR",
-    "BootstrapASHA",
     "CappedGrid",
     "DurableOptunaSearch",
     "FinishingHyperBand",
     "GoalStopper",
+    "HedgedASHA",
     "SearchSpace",
     "build_scheduler",
     "build_searcher",

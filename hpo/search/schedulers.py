@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from ray.tune.schedulers import (
     AsyncHyperBandScheduler,
     FIFOScheduler,
@@ -43,37 +44,61 @@ class _BootstrapBracket(compat.asha_bracket_base()):  # type: ignore[misc]
         return super().on_result(trial, cur_iter, cur_rew)
 
 
-class BootstrapASHA(AsyncHyperBandScheduler):
-    """Tune's ASHA with Optuna's ``bootstrap_count`` (see :class:`_BootstrapBracket`).
+class HedgedASHA(AsyncHyperBandScheduler):
+    """Tune's ASHA with ``bootstrap_count`` (see :class:`_BootstrapBracket`) and seeded brackets.
+
+    With several brackets, bracket ``s`` compares trials from epoch ``grace_period * reduction_factor**s``,
+    and each new trial joins one drawn as Tune draws it (a softmax over the brackets' rung counts), but from
+    a generator seeded by the sweep's seed instead of NumPy's global one: a replayed sweep puts every
+    trial in the same bracket.
 
     Args:
         bootstrap_count: Trials that must have reached a rung before a trial may continue past it.
-        **kwargs: Passed to ``AsyncHyperBandScheduler`` (one bracket).
+        brackets: ASHA brackets (1: Tune's single bracket).
+        seed: Seed of the bracket draws (None: fresh entropy).
+        **kwargs: Passed to ``AsyncHyperBandScheduler``.
     """
 
-    def __init__(self, bootstrap_count: int, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        bracket = _BootstrapBracket(
-                min_t=kwargs["grace_period"],
-                max_t=kwargs["max_t"],
-                reduction_factor=kwargs["reduction_factor"],
-                s=0,
-                stop_last_trials=compat.asha_stop_last_trials(self),
-                bootstrap=bootstrap_count,
-            )
-        compat.set_asha_brackets(self, [bracket])
+    def __init__(self, bootstrap_count: int, brackets: int, seed: int | None, **kwargs: Any) -> None:
+        super().__init__(brackets=brackets, **kwargs)
+        self._draws = np.random.default_rng(seed)
+        if bootstrap_count:
+            compat.set_asha_brackets(self, [
+                _BootstrapBracket(
+                    min_t=kwargs["grace_period"],
+                    max_t=kwargs["max_t"],
+                    reduction_factor=kwargs["reduction_factor"],
+                    s=s,
+                    stop_last_trials=compat.asha_stop_last_trials(self),
+                    bootstrap=bootstrap_count,
+                )
+                for s in range(brackets)
+            ])
+
+    def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+        """Puts the new trial in a bracket drawn from the seeded generator (Tune's probabilities)."""
+        if len(compat.asha_brackets(self)) == 1:
+            super().on_trial_add(tune_controller, trial)
+            return
+        state = np.random.get_state()
+        np.random.seed(int(self._draws.integers(2**32)))
+        try:
+            super().on_trial_add(tune_controller, trial)
+        finally:
+            np.random.set_state(state)
 
 
 def asha(config: SweepConfig) -> TrialScheduler:
-    """``asha``: Tune's ASHA, one bracket (with Optuna's ``bootstrap_count`` where set)."""
+    """``asha``: Tune's ASHA (with Optuna's ``bootstrap_count`` and several brackets where set)."""
     arguments = {
         "time_attr": TIME_ATTR,
         "max_t": config.trial.max_epochs,
         "grace_period": min(config.scheduler.grace_period, config.trial.max_epochs),
         "reduction_factor": config.scheduler.reduction_factor,
     }
-    if config.scheduler.bootstrap_count:
-        return BootstrapASHA(config.scheduler.bootstrap_count, **arguments)
+    if config.scheduler.bootstrap_count or config.scheduler.brackets > 1:
+        return HedgedASHA(config.scheduler.bootstrap_count, config.scheduler.brackets, config.search.seed,
+                          **arguments)
     return AsyncHyperBandScheduler(**arguments)
 
 

@@ -93,3 +93,29 @@ def test_the_median_replay_takes_the_median_of_an_even_number_of_others():
     assert list(cuts) == [1, 1, np.inf, np.inf, np.inf]
     ys[2] = flat(0.39)
     assert replayed_stops("median", ys, 1, 2, 8)[2] == 1
+
+
+def test_asha_with_brackets_splits_trials_and_futures_in_tunes_proportions():
+    from hpo import cutoffs
+
+    shares = cutoffs.bracket_shares(1, 2, 16, 3)  # rung counts 5, 4, 3 (16 included, as Tune counts them)
+    assert np.allclose(shares, np.exp([0, -1, -2]) / np.exp([0, -1, -2]).sum())
+    assert list(cutoffs.bracket_rungs(1, 2, 16, 2)) == [4, 8]
+    split = cutoffs.split_by_share(100, shares)
+    assert [int((split == s).sum()) for s in range(3)] == [67, 24, 9]
+    # late bloomers, poor at epoch 1 only, among steady trials: bracket 0 cuts them at rung 1, bracket 1 does not
+    late, steady = np.array([0.1] + [0.9] * 7), flat(0.5)
+    ys = [late if i % 2 else steady for i in range(20)]
+    plan = SweepPlan(planned_trials=20, max_concurrent=4, max_epochs=8, grace_period=1, reduction_factor=2,
+                     brackets=2)
+    cuts = kinds.scheduler("asha").forecast.replayed(ys, plan)
+    blooms = np.arange(20) % 2 == 1
+    assert (replayed_stops("asha", ys, grace_period=1, reduction_factor=2, max_epochs=8)[blooms] == 1).all()
+    later = cutoffs.split_by_share(20, cutoffs.bracket_shares(1, 2, 8, 2)) == 1
+    assert (later & blooms).any() and (~later & blooms).any()
+    assert np.isinf(cuts[later & blooms]).all() and (cuts[~later & blooms] == 1).all()
+    rng = np.random.default_rng(0)
+    paths = np.tile([0.1, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9], (1000, 1)) + rng.normal(0, 1e-3, (1000, 8))
+    stops = kinds.scheduler("asha").forecast.stops(np.full(1000, 8), paths, np.array([]), [flat(0.5)] * 5, plan)
+    assert abs((stops == 1).mean() - cutoffs.bracket_shares(1, 2, 8, 2)[0]) < 0.01  # the rest train on
+    assert set(np.unique(stops)) == {1, 8}

@@ -21,7 +21,7 @@ BASE = yaml.safe_load((ROOT / "search_spaces" / "digits_mlp.yaml").read_text())
 NUMERIC = [
     "search.num_samples", "search.max_concurrent", "search.seed", "search.repeats", "search.time_budget_s",
     "search.max_trials", "search.startup_trials", "search.random_fraction", "scheduler.grace_period",
-    "scheduler.reduction_factor",
+    "scheduler.reduction_factor", "scheduler.brackets",
     "scheduler.bootstrap_count", "trial.workers", "trial.cpus_per_worker", "trial.gpus_per_worker",
     "trial.max_epochs", "trial.batch_size_per_worker", "trial.learning_rate", "trial.reference_batch_size",
     "trial.max_failures", "trial.simulated_epoch_s", "trial.early_stopping.patience",
