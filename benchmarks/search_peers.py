@@ -591,7 +591,12 @@ def merge(paths: list[Path], out: Path) -> None:
 
     A method found in several runs of one task and trials-at-once keeps the first run's figures (the same
     seeds give the same events); the others are added. The runs must agree on what the figures depend on.
+    Whether a task is held out is taken from ``record.py`` as it is now (an older run may have held out a
+    task that a later round used to choose a setting); each run's own marking is kept in ``merged_from``.
     """
+    from record import TASKS
+
+    held_out = {t.name: t.held_out for t in TASKS}
     runs = [json.loads(p.read_text()) for p in paths]
     keys = ("answers", "budget_x_max_epochs", "patience", "seeds")
     for run, path in zip(runs[1:], paths[1:], strict=True):
@@ -601,12 +606,14 @@ def merge(paths: list[Path], out: Path) -> None:
     report = {**runs[0], "tasks": {}, "methods": [], "versions": {}, "merged_from": []}
     for path, run in zip(paths, runs, strict=True):
         report["merged_from"].append({"file": path.name, "methods": run["methods"], "tasks": list(run["tasks"]),
+                                      "held_out": [t for t, e in run["tasks"].items() if e["held_out"]],
                                       "variants": run.get("variants", ""), "peer_seeds": run["peer_seeds"],
                                       "wall_s": run["wall_s"], "machine": run["machine"]})
         report["methods"] += [m for m in run["methods"] if m not in report["methods"]]
         report["versions"].update(run["versions"])
         for task, entry in run["tasks"].items():
-            into = report["tasks"].setdefault(task, {**entry, "by_concurrency": {}})
+            into = report["tasks"].setdefault(task, {**entry, "held_out": held_out.get(task, True),
+                                                     "by_concurrency": {}})
             for concurrency, result in entry["by_concurrency"].items():
                 have = into["by_concurrency"].setdefault(concurrency, {**result, "methods": {}})
                 for name, figures in result["methods"].items():

@@ -140,6 +140,24 @@ def test_merge_keeps_the_first_runs_figures_adds_the_others_and_refuses_other_se
     assert not (tmp_path / "refused.json").exists()
 
 
+def test_merge_marks_held_out_tasks_as_record_py_does_now_and_keeps_each_runs_marking(tmp_path):
+    bench = search_peers()
+    from record import TASKS
+
+    now = {t.name: t.held_out for t in TASKS}
+    dev, held = next(n for n, h in now.items() if not h), next(n for n, h in now.items() if h)
+    report = {"benchmark": "search_peers", "answers": "surrogate", "budget_x_max_epochs": 50, "patience": 3,
+              "seeds": 40, "peer_seeds": 40, "methods": ["hpo"], "variants": "", "machine": "m",
+              "versions": {}, "wall_s": 1.0,
+              "tasks": {task: {"held_out": True, "by_concurrency": {"2": {"methods": {"hpo": {}}}}}
+                        for task in (dev, held)}}
+    (tmp_path / "old.json").write_text(json.dumps(report))
+    bench.merge([tmp_path / "old.json"], tmp_path / "out.json")
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert {task: e["held_out"] for task, e in out["tasks"].items()} == {dev: False, held: True}
+    assert out["merged_from"][0]["held_out"] == [dev, held]
+
+
 def test_holm_adjusts_each_figures_tests_as_one_family():
     bench = search_peers()
     raw = {"a": 0.01, "b": 0.04, "c": 0.03, "d": None}
