@@ -161,16 +161,18 @@ class AshaRungs:
         """The rungs under ``plan`` (of ASHA's bracket ``bracket``)."""
         from hpo import cutoffs
 
-        grace = plan.grace_period if self.first_rung is None else self.first_rung
-        return cutoffs.bracket_rungs(grace, plan.reduction_factor, plan.max_epochs, bracket)
+        return cutoffs.bracket_rungs(self._grace(plan), plan.reduction_factor, plan.max_epochs, bracket)
+
+    def _grace(self, plan: RuleSettings) -> int:
+        """The first rung of bracket 0."""
+        return plan.grace_period if self.first_rung is None else self.first_rung
 
     def _brackets(self, plan: RuleSettings, count: int) -> np.ndarray:
         """The bracket of each of ``count`` futures or trials, in Tune's proportions."""
         from hpo import cutoffs
 
         brackets = plan.brackets if self.first_rung is None else 1
-        grace = plan.grace_period if self.first_rung is None else self.first_rung
-        shares = cutoffs.bracket_shares(grace, plan.reduction_factor, plan.max_epochs, brackets)
+        shares = cutoffs.bracket_shares(self._grace(plan), plan.reduction_factor, plan.max_epochs, brackets)
         return cutoffs.split_by_share(count, shares)
 
     def stops(

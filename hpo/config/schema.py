@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from pydantic import Field, field_validator, model_validator
 
@@ -129,10 +130,13 @@ def _check_grid(config: SweepConfig) -> None:
 
 def _check_scheduler_keys(config: SweepConfig) -> None:
     scheduler = config.scheduler
-    for key, used, takes in (("bootstrap_count", scheduler.bootstrap_count != 0, "bootstrap"),
-                             ("brackets", scheduler.brackets != 1, "brackets")):
-        if used and not getattr(scheduler.kind, takes):
-            having = [name for name, kind in kinds.SCHEDULERS.items() if getattr(kind, takes)]
+    checks: tuple[tuple[str, bool, Callable[[kinds.SchedulerKind], bool]], ...] = (
+        ("bootstrap_count", scheduler.bootstrap_count != 0, lambda kind: kind.bootstrap),
+        ("brackets", scheduler.brackets != 1, lambda kind: kind.brackets),
+    )
+    for key, used, takes in checks:
+        if used and not takes(scheduler.kind):
+            having = [name for name, kind in kinds.SCHEDULERS.items() if takes(kind)]
             schedulers = f"the {kinds.listed(having)} scheduler{' has' if len(having) == 1 else 's have'}"
             raise KeyedError(
                 f"scheduler.{key}",
