@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import platform
 from dataclasses import replace
 
 import numpy as np
@@ -170,44 +169,6 @@ def test_tf_dataset_prefetches_a_fixed_buffer_without_autotuning(tmp_path):
     mid = ShardStream(huge, features="features", label="label", rank=0, size=1, steps=huge.num_rows // 2)
     batch_bytes = max(mid.batch_sizes()) * 4 * 224 * 224 * 3  # 2 or 3 rows
     assert PREFETCH_BATCHES[0] < mid.prefetch_batches() == 64 * 2**20 // batch_bytes < PREFETCH_BATCHES[1]
-
-
-_MMAP_PROBE = """
-import ctypes, resource, sys
-ctypes.CDLL(None).prctl(41, 1, 0, 0, 0)  # PR_SET_THP_DISABLE: count 4 KiB faults, not the odd huge page
-import numpy as np
-import hpo._env; hpo._env.apply()
-import tensorflow as tf
-from hpo.data import ShardStream, describe
-
-def faults():  # minor page faults while allocating, filling and freeing a 4 MiB array 40 times
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    for _ in range(40):
-        block = np.ones(2**20, dtype=np.float32)
-        del block
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-
-list(tf.data.Dataset.from_generator(lambda: iter([np.zeros(1, np.float32)]), output_types=tf.float32))
-pinned = faults()
-info = describe(sys.argv[1])
-stream = ShardStream(info, features="features", label="label", rank=0, size=1, steps=info.steps(64, 1))
-next(iter(stream.dataset()))
-print(pinned, faults())
-"""
-
-
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt only")
-def test_tf_dataset_undoes_the_mmap_threshold_from_generator_pins(tmp_path):
-    """TF's first ``from_generator`` kernel makes glibc mmap (and zero) every buffer over 128 KiB, for the
-    rest of the process; starting a stream's iterator undoes that. In a fresh process: TF does it once."""
-    import subprocess
-    import sys
-
-    train_url, _ = builtin_digits(tmp_path, 0.2)
-    out = subprocess.run([sys.executable, "-c", _MMAP_PROBE, train_url], capture_output=True, text=True, check=True)
-    pinned, restored = map(int, out.stdout.split()[-2:])
-    assert pinned > 40 * 256  # hundreds of faults per allocation (~510 here), none once restored
-    assert restored < pinned / 10
 
 
 def test_builtin_digits_table_is_scikit_learns_digits():

@@ -41,54 +41,7 @@ def test_gpu_detection(tmp_path, tools, env, expected):
     assert has_cuda(tmp_path, tools, **env) is expected
 
 
-# -- the pip install: the wheel carries the stack installers that `hpo install-stack` runs ----------------
-
-
-def _build_wheel(tmp_path: Path) -> Path:
-    """hpo-sweeps' wheel, built from a copy of the checkout's packaging files (the checkout stays untouched)."""
-    import shutil
-
-    src = tmp_path / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE"):
-        shutil.copy(ROOT / name, src / name)
-    for folder in ("hpo", "scripts", "patches"):
-        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                           str(src), "-w", str(tmp_path / "dist")], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    (wheel,) = (tmp_path / "dist").glob("hpo_sweeps-*.whl")
-    return wheel
-
-
-def test_the_wheel_carries_the_installers_its_metadata_and_the_command(tmp_path):
-    import zipfile
-
-    import hpo
-
-    wheel = _build_wheel(tmp_path)
-    assert wheel.name == f"hpo_sweeps-{hpo.__version__}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel) as z:
-        for name in ("scripts/install_horovod.sh", "scripts/build_horovod.sh", "scripts/install_petastorm.sh",
-                     "scripts/cuda.sh",
-                     "patches/horovod-0.28.1.patch", "patches/petastorm-0.13.1.patch"):
-            assert z.read(f"hpo/_stack/{name}") == (ROOT / name).read_bytes(), name
-        info = f"hpo_sweeps-{hpo.__version__}.dist-info"
-        metadata = z.read(f"{info}/METADATA").decode()
-        assert "hpo = hpo.cli.main:main" in z.read(f"{info}/entry_points.txt").decode()
-        z.extractall(tmp_path / "site")
-    for line in ("Name: hpo-sweeps", "License-Expression: Apache-2.0", "Requires-Python: <3.13,>=3.11",
-                 "Provides-Extra: gp", "Provides-Extra: cluster", "Provides-Extra: gpu", "Provides-Extra: dev",
-                 "Requires-Dist: tensorflow==2.21.0", 'Requires-Dist: torch>=2.4; extra == "gp"'):
-        assert line in metadata.splitlines(), line
-    assert not [line for line in metadata.splitlines() if line.lower().startswith(("requires-dist: horovod",
-                                                                                    "requires-dist: petastorm"))]
-    # Installed from the wheel, install-stack finds the installers inside the package.
-    code = "from hpo.cli.install_stack import installer_root; print(installer_root())"
-    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.stdout.strip() == str((tmp_path / "site" / "hpo" / "_stack").resolve()), proc.stderr
+# -- `hpo install-stack` runs the stack installers (the wheel that carries them: tests/integration) ------
 
 
 def test_install_stack_runs_the_checkouts_installers_for_this_python():
