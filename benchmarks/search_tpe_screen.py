@@ -10,7 +10,10 @@ Variants (``--variants``): ``default`` (``TPESampler(seed)``: multivariate over 
 has, any other parameter on its own), ``group`` (``multivariate=True, group=True``: what ``optuna-tpe`` uses),
 ``group_complete`` (``group``, with trials the scheduler stopped told COMPLETE with their best epoch, as Ray's
 ``OptunaSearch`` does, instead of PRUNED), ``group_matched`` (``group``, shown the trials compared at one
-budget: :mod:`hpo.search.matched`), ``random`` (random search with the same ASHA: the peer).
+budget: :mod:`hpo.search.matched`), ``random`` (random search with the same ASHA: the peer), and
+``name:option=value+option=value``: ``group_matched`` (today's ``optuna-tpe``) with other ``TPESampler``
+options (``n_ei_candidates``, ``prior_weight``, ``consider_endpoints``, ``consider_magic_clip``, and ``gamma``
+given as the share of the trials in the good set, at most 25 as in Optuna's default of 0.1).
 
 ``python benchmarks/search_tpe_screen.py --seeds 20`` → ``benchmarks/results/search_tpe_screen.json``. Only the
 development tasks by default: the held-out ones are for the chosen setting, in ``search_peers.py``.
@@ -67,10 +70,33 @@ def _told_complete(self: Any, trial_id: str, result: dict | None = None, error: 
     _TELL(self, trial_id, result, error)
 
 
+def tpe_options(text: str) -> dict[str, Any]:
+    """``option=value+option=value`` as ``TPESampler`` keyword arguments (``gamma``: the good set's share)."""
+    options: dict[str, Any] = {}
+    for item in filter(None, text.split("+")):
+        key, _, raw = item.partition("=")
+        if key == "gamma":
+            share = float(raw)
+            options[key] = lambda n, share=share: min(math.ceil(share * n), 25)
+        elif key in ("consider_endpoints", "consider_magic_clip", "consider_prior"):
+            options[key] = raw.lower() == "true"
+        elif key == "n_ei_candidates":
+            options[key] = int(raw)
+        elif key == "prior_weight":
+            options[key] = float(raw)
+        else:
+            raise SystemExit(f"--variants: {key}: not a TPE option this screen sets; use one of n_ei_candidates, "
+                             "prior_weight, gamma, consider_endpoints, consider_magic_clip, consider_prior")
+    return options
+
+
 def use(variant: str) -> str | None:
     """Sets ``optuna-tpe`` up as ``variant`` says; returns the search algorithm to replay (None: hpo's default)."""
     searchers.DurableOptunaSearch.on_trial_complete = _told_complete if variant == "group_complete" else _TELL
-    if variant == "default":
+    if ":" in variant:
+        object.__setattr__(searchers.tpe, "sampler", _sampler(matched=True, multivariate=True, group=True,
+                                                              **tpe_options(variant.partition(":")[2])))
+    elif variant == "default":
         object.__setattr__(searchers.tpe, "sampler", _sampler())
     elif variant in ("group", "group_complete", "group_matched"):
         object.__setattr__(searchers.tpe, "sampler",
@@ -94,7 +120,7 @@ def main() -> None:
     targets: dict[tuple[str, int, int], float] = {}
     for variant in args.variants.split(","):
         method = peers.hpo_method(use(variant), None)
-        rows = report["variants"][variant] = {}
+        rows = report["variants"][variant.partition(":")[0]] = {}
         for name, table in tables.items():
             answers, budget, mode = Surrogate(table), 50 * table.task.max_epochs, table.task.mode
             oracle, typical = peers.table_scale(table)
@@ -113,10 +139,15 @@ def main() -> None:
                     regrets.append(sign * (oracle - best) / abs(oracle - typical))
                 median = statistics.median(ratios)
                 rows[f"{name} x{concurrency}"] = {"ratio_median": None if math.isinf(median) else round(median, 4),
-                                                  "regret_25_mean": round(float(np.mean(regrets)), 4)}
+                                                  "regret_25_mean": round(float(np.mean(regrets)), 4),
+                                                  "per_seed_ratio": [None if math.isinf(r) else round(r, 4)
+                                                                     for r in ratios],
+                                                  "per_seed_regret_25": [round(float(r), 4) for r in regrets]}
+        report.setdefault("specs", {})[variant.partition(":")[0]] = variant
         finite = [r["ratio_median"] for r in rows.values()]
         rows["worst_ratio"] = None if None in finite else max(finite)
-        print(variant, json.dumps(rows), flush=True)
+        print(variant, json.dumps({cell: [row["ratio_median"], row["regret_25_mean"]] if isinstance(row, dict) else row
+                                   for cell, row in rows.items()}), flush=True)
     report["wall_s"] = round(time.time() - began, 1)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}")
