@@ -53,6 +53,7 @@ import argparse
 import hashlib
 import heapq
 import json
+import logging
 import math
 import os
 import statistics
@@ -69,10 +70,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks" / "curves"))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # peers/
 
 import hpo  # noqa: E402
 from hpo.progress.stopping import Rules, State, advance, higher_is_better  # noqa: E402
 from hpo.replay import CurveTable, Surrogate, replay_sweep  # noqa: E402
+from hpo.replay.sweep import ITERATION  # noqa: E402
 from hpo.tracking.store import cache_root  # noqa: E402
 
 FRACTIONS = (0.25, 0.5, 1.0)
@@ -200,11 +203,58 @@ def _suggest(trial: Any, space: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
+def _quiet_hyperband() -> None:
+    """Tune's HyperBand logs each bracket too small for its budget at INFO (hundreds of lines a run)."""
+    logging.getLogger("ray.tune.schedulers.hyperband").setLevel(logging.WARNING)
+
+
+def tune_hyperband(table: CurveTable, answers: Surrogate | None, seed: int, concurrency: int, budget: int,
+                   patience: int) -> Events:
+    """Random search with Ray Tune's own ``HyperBandScheduler`` (its defaults: η 3; max_t = max_epochs).
+
+    Replayed by hpo's loop for pausing schedulers (:mod:`hpo.replay.pausing`), as Tune runs it with
+    ``max_concurrent_trials``: the searcher behind a ``ConcurrencyLimiter``, paused trials counted as live.
+    """
+    from ray.tune.schedulers import HyperBandScheduler
+
+    _quiet_hyperband()
+    scheduler = HyperBandScheduler(time_attr=ITERATION, max_t=table.task.max_epochs)
+    result = replay_sweep(sweep_config(table, seed, concurrency, patience, algorithm="random"), table,
+                          budget_epochs=budget, surrogate=answers, scheduler=scheduler)
+    return [(t, done, v) for t, done, _, v in result.events]
+
+
+def tune_bohb(table: CurveTable, answers: Surrogate | None, seed: int, concurrency: int, budget: int,
+              patience: int) -> Events:
+    """Ray Tune's BOHB: ``TuneBOHB`` (HpBandSter's model, ``max_concurrent`` trials running) with
+    ``HyperBandForBOHB`` (η 3, max_t = max_epochs), set up as Ray's BOHB example does, replayed by hpo's loop for
+    pausing schedulers. HpBandSter draws from NumPy's global generator: it is seeded with the seed for the run
+    and put back as it was after it.
+    """
+    from peers import tune_bohb as bohb  # benchmarks/peers
+    from ray.tune.schedulers import HyperBandForBOHB
+
+    _quiet_hyperband()
+    logging.getLogger("hpbandster").setLevel(logging.ERROR)  # its KDE's warnings, many lines each
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        searcher = bohb.searcher(table.task.space, table.task.metric, table.task.mode, seed, concurrency)
+        scheduler = HyperBandForBOHB(time_attr=ITERATION, max_t=table.task.max_epochs)
+        result = replay_sweep(sweep_config(table, seed, concurrency, patience, algorithm="random"), table,
+                              budget_epochs=budget, surrogate=answers, searcher=searcher, scheduler=scheduler)
+    finally:
+        np.random.set_state(state)
+    return [(t, done, v) for t, done, _, v in result.events]
+
+
 METHODS: dict[str, Callable[..., Events]] = {
     "hpo": hpo_method(None, None),
     "random_fifo": hpo_method("random", "fifo"),
     "random_asha": hpo_method("random", "asha"),
     "optuna_hyperband": optuna_hyperband,
+    "tune_hyperband": tune_hyperband,
+    "tune_bohb": tune_bohb,
 }
 
 
@@ -542,9 +592,20 @@ def main() -> None:
         "budget_x_max_epochs": args.budget, "patience": args.patience, "methods": [*methods, *venv],
         "variants": args.variants, "machine": args.machine,
         "versions": {"optuna": _version("optuna"), "ray": _version("ray")}, "tasks": {}}
+    not_run = []
     if venv and not args.peers_python.exists():
-        report["peers_not_run"] = f"{', '.join(venv)}: no peers venv at {args.peers_python} (make_venv.sh)"
+        not_run.append(f"{', '.join(venv)}: no peers venv at {args.peers_python} (make_venv.sh)")
         venv = []
+    if "tune_bohb" in methods and (why := _tune_bohb_missing()):
+        not_run.append(why)
+        del methods["tune_bohb"]
+    if not_run:
+        report["peers_not_run"] = "; ".join(not_run)
+    if "tune_bohb" in methods:
+        from peers import tune_bohb as bohb  # benchmarks/peers
+
+        report["versions"].update(bohb.versions())
+    report["methods"] = [*methods, *venv]
     for path in paths:
         table = CurveTable.read(path)
         task = table.task.name
@@ -627,6 +688,12 @@ def merge(paths: list[Path], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {out} from {len(paths)} runs")
+
+
+def _tune_bohb_missing() -> str | None:
+    from peers import tune_bohb as bohb  # benchmarks/peers
+
+    return bohb.missing()
 
 
 def _version(package: str) -> str:

@@ -186,3 +186,40 @@ def test_optunas_hyperband_peer_gives_the_same_run_for_a_seed():
     tiny = table(configs=12, epochs=8)
     runs = [bench.optuna_hyperband(tiny, None, 5, 2, 60, 3) for _ in range(3)]
     assert runs[0] == runs[1] == runs[2] and len(runs[0]) == 60
+
+
+def _tune_peer_runs(name: str) -> list:
+    bench = search_peers()
+    tiny = table(configs=12, epochs=8)
+    return [bench.METHODS[name](tiny, None, 5, 4, 60, 3) for _ in range(2)]
+
+
+def test_tunes_hyperband_peer_runs_the_budget_the_same_for_a_seed():
+    first, again = _tune_peer_runs("tune_hyperband")
+    assert first == again and [done for _, done, _ in first] == list(range(1, 61))
+
+
+TUNE_BOHB_SITE = ROOT / "benchmarks" / ".tune-bohb-site"
+
+
+@pytest.mark.skipif(not (TUNE_BOHB_SITE / "hpbandster").is_dir(),
+                    reason=f"no HpBandSter at {TUNE_BOHB_SITE}: benchmarks/peers/make_venv.sh installs it")
+def test_tunes_bohb_peer_runs_the_budget_the_same_for_a_seed_and_leaves_numpys_generator_alone():
+    np.random.seed(123)
+    before = np.random.get_state()[1].copy()
+    first, again = _tune_peer_runs("tune_bohb")
+    assert np.array_equal(np.random.get_state()[1], before)
+    assert first == again and [done for _, done, _ in first] == list(range(1, 61))
+
+
+def test_tune_bohbs_space_is_flat_and_decodes_into_the_sweep_files():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from peers import tune_bohb
+
+    space = {"units": {"type": "int", "low": 16, "high": 64, "step": 16},
+             "optimizer": {"type": "categorical", "choices": ["adam", "sgd"]},
+             "momentum": {"type": "float", "low": 0.5, "high": 0.99, "when": {"optimizer": "sgd"}}}
+    assert tune_bohb.decode(space, {"units": 2, "optimizer": "adam", "momentum": 0.7}) == {"units": 48,
+                                                                                           "optimizer": "adam"}
+    assert tune_bohb.decode(space, {"units": 3, "optimizer": "sgd", "momentum": 0.7}) == {
+        "units": 64, "optimizer": "sgd", "momentum": 0.7}
