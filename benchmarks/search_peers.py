@@ -20,6 +20,9 @@ Methods (each through its own library's code):
 - ``random_fifo``: random search, no early stopping (the baseline);
 - ``random_asha``: random search with Ray Tune's ASHA (``random`` + ``asha`` in hpo: Tune's scheduler);
 - ``optuna_hyperband``: Optuna's TPE with Optuna's own ``HyperbandPruner``, by ask and tell;
+- ``tune_hyperband``, ``tune_bohb``: Ray Tune's own ``HyperBandScheduler`` with random search, and ``TuneBOHB``
+  with ``HyperBandForBOHB`` (HpBandSter, from ``benchmarks/.tune-bohb-site``, which ``make_venv.sh`` fills;
+  missing: the JSON says so), replayed by hpo's loop for schedulers that pause (:mod:`hpo.replay.pausing`);
 - ``syne_asha``, ``syne_bohb``, ``dehb``, ``smac_hb``: Syne Tune's ASHA and BOHB, DEHB, SMAC3's
   multi-fidelity facade with Hyperband, in their own venv (``benchmarks/peers/make_venv.sh``; their pins
   clash with hpo's stack), run by ``benchmarks/peers/adapters.py`` as a subprocess (``--peers-python``);
