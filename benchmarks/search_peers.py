@@ -64,6 +64,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -242,10 +243,12 @@ def tune_bohb(table: CurveTable, answers: Surrogate | None, seed: int, concurren
     state = np.random.get_state()
     np.random.seed(seed)
     try:
-        searcher = bohb.searcher(table.task.space, table.task.metric, table.task.mode, seed, concurrency)
-        scheduler = HyperBandForBOHB(time_attr=ITERATION, max_t=table.task.max_epochs)
-        result = replay_sweep(sweep_config(table, seed, concurrency, patience, algorithm="random"), table,
-                              budget_epochs=budget, surrogate=answers, searcher=searcher, scheduler=scheduler)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=RuntimeWarning, module="statsmodels")  # its KDE: h / 0
+            searcher = bohb.searcher(table.task.space, table.task.metric, table.task.mode, seed, concurrency)
+            scheduler = HyperBandForBOHB(time_attr=ITERATION, max_t=table.task.max_epochs)
+            result = replay_sweep(sweep_config(table, seed, concurrency, patience, algorithm="random"), table,
+                                  budget_epochs=budget, surrogate=answers, searcher=searcher, scheduler=scheduler)
     finally:
         np.random.set_state(state)
     return [(t, done, v) for t, done, _, v in result.events]
