@@ -349,3 +349,34 @@ def _browser_draws_every_figure(report: Path, profile: Path) -> None:
     shot = artifacts / "report.png"
     taken = _chromium(report, profile, "--window-size=1280,3000", f"--screenshot={shot}")
     assert taken.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+
+
+def test_the_replay_of_hyperband_ends_each_trial_where_tune_did(ray_session, tmp_path, monkeypatch):
+    """The replay's loop for pausing schedulers (what the search benchmark's HyperBand and BOHB peers run on)
+    against Tune's own controller: the same sweep, the same synthetic curves, the same trials cut where."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from hpo.replay import Curve, CurveTable, Task, replay_sweep
+    from hpo.trial.simulated import SyntheticCurve
+
+    monkeypatch.chdir(tmp_path)
+    data = tiny("hyperband-replay", "random", "hyperband", num_samples=6, max_concurrent=6).model_dump()
+    data["trial"].update(max_epochs=4, cpus_per_worker=0.25)  # six trials at once on the two CPUs
+    data["scheduler"]["reduction_factor"] = 2  # brackets of r0 = 4 (three trials) and r0 = 2 (three, keeps two)
+    config = hpo.SweepConfig.model_validate(data)
+    real = hpo.tune(config, storage=tmp_path / "runs").summary["trials"]
+
+    spec = SimpleNamespace(seed=config.search.seed or 0, max_epochs=4)
+    params = [t["params"] for t in real]
+    curves = {(i, 0): Curve(np.array([SyntheticCurve.for_trial(spec, p).accuracy(e) for e in range(1, 5)]),
+                            np.full(4, 0.1)) for i, p in enumerate(params)}
+    table = CurveTable(Task("simulated", config.objective.metric, config.objective.mode, 4, data["space"], "test"),
+                       params, curves)
+    replayed = replay_sweep(config, table)
+    assert sorted(json.dumps(x.params, sort_keys=True) for x in replayed.trials) == sorted(
+        json.dumps(p, sort_keys=True) for p in params)  # the same seeded proposals
+    ends = {x.config_id: (len(x.values), x.stopped_by == "scheduler") for x in replayed.trials}
+    assert [ends[i] for i in range(len(real))] == [(t["epochs"], t["status"] == "stopped_early") for t in real]
+    assert sorted(ends.values()) == [(2, True)] + [(4, False)] * 5  # Tune halved the second bracket
