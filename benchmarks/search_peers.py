@@ -124,11 +124,17 @@ def hpo_method(algorithm: str | None, scheduler: str | None,
     def run(table: CurveTable, answers: Surrogate | None, seed: int, concurrency: int, budget: int,
             patience: int) -> Events:
         search = {k: v for k, v in (("algorithm", algorithm), ("scheduler", scheduler)) if v}
-        result = replay_sweep(sweep_config(table, seed, concurrency, patience, settings, **search), table,
-                              budget_epochs=budget, surrogate=answers)
-        return [(t, done, v) for t, done, _, v in result.events]
+        return _replayed(sweep_config(table, seed, concurrency, patience, settings, **search), table, answers,
+                         budget)
 
     return run
+
+
+def _replayed(config: hpo.SweepConfig, table: CurveTable, answers: Surrogate | None, budget: int,
+              **tune: Any) -> Events:
+    """``config`` replayed on ``table`` for ``budget`` epochs (``tune``: a Tune searcher or scheduler to use)."""
+    result = replay_sweep(config, table, budget_epochs=budget, surrogate=answers, **tune)
+    return [(t, done, v) for t, done, _, v in result.events]
 
 
 def optuna_hyperband(table: CurveTable, answers: Surrogate | None, seed: int, concurrency: int, budget: int,
@@ -223,9 +229,8 @@ def tune_hyperband(table: CurveTable, answers: Surrogate | None, seed: int, conc
 
     _quiet_hyperband()
     scheduler = HyperBandScheduler(time_attr=ITERATION, max_t=table.task.max_epochs)
-    result = replay_sweep(sweep_config(table, seed, concurrency, patience, algorithm="random"), table,
-                          budget_epochs=budget, surrogate=answers, scheduler=scheduler)
-    return [(t, done, v) for t, done, _, v in result.events]
+    return _replayed(sweep_config(table, seed, concurrency, patience, algorithm="random"), table, answers, budget,
+                     scheduler=scheduler)
 
 
 def tune_bohb(table: CurveTable, answers: Surrogate | None, seed: int, concurrency: int, budget: int,
@@ -247,11 +252,10 @@ def tune_bohb(table: CurveTable, answers: Surrogate | None, seed: int, concurren
             warnings.filterwarnings("ignore", category=RuntimeWarning, module="statsmodels")  # its KDE: h / 0
             searcher = bohb.searcher(table.task.space, table.task.metric, table.task.mode, seed, concurrency)
             scheduler = HyperBandForBOHB(time_attr=ITERATION, max_t=table.task.max_epochs)
-            result = replay_sweep(sweep_config(table, seed, concurrency, patience, algorithm="random"), table,
-                                  budget_epochs=budget, surrogate=answers, searcher=searcher, scheduler=scheduler)
+            return _replayed(sweep_config(table, seed, concurrency, patience, algorithm="random"), table, answers,
+                             budget, searcher=searcher, scheduler=scheduler)
     finally:
         np.random.set_state(state)
-    return [(t, done, v) for t, done, _, v in result.events]
 
 
 METHODS: dict[str, Callable[..., Events]] = {
@@ -602,15 +606,16 @@ def main() -> None:
     if venv and not args.peers_python.exists():
         not_run.append(f"{', '.join(venv)}: no peers venv at {args.peers_python} (make_venv.sh)")
         venv = []
-    if "tune_bohb" in methods and (why := _tune_bohb_missing()):
-        not_run.append(why)
-        del methods["tune_bohb"]
-    if not_run:
-        report["peers_not_run"] = "; ".join(not_run)
     if "tune_bohb" in methods:
         from peers import tune_bohb as bohb  # benchmarks/peers
 
-        report["versions"].update(bohb.versions())
+        if why := bohb.missing():
+            not_run.append(why)
+            del methods["tune_bohb"]
+        else:
+            report["versions"].update(bohb.versions())
+    if not_run:
+        report["peers_not_run"] = "; ".join(not_run)
     report["methods"] = [*methods, *venv]
     for path in paths:
         table = CurveTable.read(path)
@@ -694,12 +699,6 @@ def merge(paths: list[Path], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {out} from {len(paths)} runs")
-
-
-def _tune_bohb_missing() -> str | None:
-    from peers import tune_bohb as bohb  # benchmarks/peers
-
-    return bohb.missing()
 
 
 def _version(package: str) -> str:

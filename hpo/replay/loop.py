@@ -218,7 +218,5 @@ class Replay:
                 self.scheduler.on_trial_remove(self.controller, trial["tune"])
                 self.searcher.on_trial_complete(trial["id"])
                 continue
-            last = {self.config.objective.metric: trial["values"][-1], ITERATION: len(trial["values"]),
-                    FINISHED_KEY: False, "trial_id": trial["id"]}
-            self._end(trial, last, reason)
+            self._end(trial, trial["result"], reason)  # its last epoch's result (not finished, or it had ended)
         self.queue.clear()
