@@ -223,3 +223,25 @@ def test_tune_bohbs_space_is_flat_and_decodes_into_the_sweep_files():
                                                                                            "optimizer": "adam"}
     assert tune_bohb.decode(space, {"units": 3, "optimizer": "sgd", "momentum": 0.7}) == {
         "units": 64, "optimizer": "sgd", "momentum": 0.7}
+
+
+@pytest.mark.skipif(not PEERS_PYTHON.exists(), reason=f"no peers venv at {PEERS_PYTHON}")
+def test_the_reduction_factor_check_runs_the_benchmarks_syne_asha_at_three(tmp_path):
+    """``syne_eta.py``'s reduction factor 3 is the benchmark's ``syne_asha`` seed for seed; 2 is another run."""
+    module = adapters()
+    tiny = table(configs=12, epochs=6)
+    module.write_json(tiny, tmp_path / "table.json")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    common = ["--table", str(tmp_path / "table.json"), "--seeds", "2", "--concurrency", "2"]
+    subprocess.run([str(PEERS_PYTHON), str(ADAPTERS), *common[:2], "--methods", "syne_asha", "--seeds", "0,1",
+                    "--concurrency", "2", "--budget", "24", "--out", str(tmp_path / "events.json")],
+                   check=True, env=env, timeout=600, capture_output=True)
+    subprocess.run([str(PEERS_PYTHON), str(ROOT / "benchmarks" / "peers" / "syne_eta.py"), *common, "--budget", "4",
+                    "--out", str(tmp_path / "eta.json")], check=True, env=env, timeout=600, capture_output=True)
+    events = json.loads((tmp_path / "events.json").read_text())["runs"]["syne_asha"]
+    eta = json.loads((tmp_path / "eta.json").read_text())["runs"]
+    best = [max(v for _, _, v in events[str(seed)]) if tiny.task.mode == "max" else
+            min(v for _, _, v in events[str(seed)]) for seed in (0, 1)]
+    assert [r["best"] for r in eta["x2_eta3"]["per_seed"]] == best
+    assert all(r["trials"] >= 4 for r in eta["x2_eta3"]["per_seed"])  # 24 epochs of 6-epoch curves, ASHA stops some
+    assert set(eta) == {"x2_eta2", "x2_eta3"}
