@@ -30,6 +30,10 @@ Methods (each through its own library's code):
   Their events are kept per seed in ``--cache`` (``~/.cache/hpo/search_peers``, keyed by the table, the
   adapters' code and the settings): a run finds the seeds it already has and runs only the others, so 40
   seeds of the slow peers (about 3.5 hours on 2 cores) can be run in parts, ``--peer-seeds 20`` then 40.
+- ``syne_mobster``, ``syne_hypertune``: Syne Tune's MOBSTER and Hyper-Tune, which left Syne Tune after 0.13,
+  from a venv of Syne Tune 0.13 (``--syne-gp-python``, ``benchmarks/.syne-gp-venv``, also made by
+  ``make_venv.sh``), run by ``benchmarks/peers/syne_gp.py``; slow peers (a GP fitted at each decision:
+  minutes a run), cached the same way, and run only where ``--methods`` names them.
 - ``--variants``: hpo with other settings of its sweep-file keys (``name:section.key=value,...``), to
   screen defaults on the development tasks.
 
@@ -86,8 +90,13 @@ FRACTIONS = (0.25, 0.5, 1.0)
 #: Points of the budget at which the mean regret is kept for the plots.
 ANYTIME = tuple(round(0.05 * i, 2) for i in range(1, 21))
 #: The peers run in their own venv by ``benchmarks/peers/adapters.py``; the slow ones get ``--peer-seeds``.
-VENV_PEERS = ("syne_asha", "syne_bohb", "dehb", "smac_hb")
-SLOW_PEERS = ("syne_bohb", "dehb", "smac_hb")
+VENV_PEERS = ("syne_asha", "syne_bohb", "dehb", "smac_hb", "syne_mobster", "syne_hypertune")
+SLOW_PEERS = ("syne_bohb", "dehb", "smac_hb", "syne_mobster", "syne_hypertune")
+#: Syne Tune 0.13's GP-based peers, run by ``benchmarks/peers/syne_gp.py`` in ``--syne-gp-python``'s venv, and
+#: not run unless named in ``--methods``: one run of 1,000 epochs takes minutes (a GP fitted at each decision).
+GP_PEERS = ("syne_mobster", "syne_hypertune")
+ADAPTERS = ROOT / "benchmarks" / "peers" / "adapters.py"
+SYNE_GP = ROOT / "benchmarks" / "peers" / "syne_gp.py"
 #: ``(simulated seconds, epochs trained so far, value)`` of every epoch a method trained, in time order.
 Events = list[tuple[float, int, float]]
 
@@ -268,16 +277,22 @@ METHODS: dict[str, Callable[..., Events]] = {
 }
 
 
+def peer_script(name: str) -> Path:
+    """The script that runs the venv peer ``name``: ``syne_gp.py`` for Syne Tune's GP peers, else ``adapters.py``."""
+    return SYNE_GP if name in GP_PEERS else ADAPTERS
+
+
 def venv_peers(python: Path, table: CurveTable, names: list[str], seeds: list[int], concurrency: int, budget: int,
-               patience: int, answers: str) -> tuple[dict[str, dict[int, Events]], dict[str, str]]:
-    """Runs the peers ``names`` in their venv (``benchmarks/peers/adapters.py``): their events, and versions."""
+               patience: int, answers: str,
+               script: Path = ADAPTERS) -> tuple[dict[str, dict[int, Events]], dict[str, str]]:
+    """Runs the peers ``names`` in their venv by ``script`` (``adapters.py``'s CLI): their events, and versions."""
     sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
     from adapters import write_json
 
     with tempfile.TemporaryDirectory() as tmp:
         write_json(table, Path(tmp) / "table.json")
         subprocess.run(
-            [str(python), str(ROOT / "benchmarks" / "peers" / "adapters.py"), "--table", str(Path(tmp) / "table.json"),
+            [str(python), str(script), "--table", str(Path(tmp) / "table.json"),
              "--methods", ",".join(names), "--seeds", ",".join(map(str, seeds)), "--concurrency", str(concurrency),
              "--budget", str(budget), "--patience", str(patience), "--answers", answers,
              "--out", str(Path(tmp) / "events.json")],
@@ -294,12 +309,13 @@ DEFAULT_CACHE = cache_root() / "search_peers"
 
 
 def cached_peers(cache: Path, python: Path, table: CurveTable, names: list[str], seeds: list[int],
-                 concurrency: int, budget: int, patience: int,
-                 answers: str) -> tuple[dict[str, dict[int, Events]], dict[str, str]]:
+                 concurrency: int, budget: int, patience: int, answers: str,
+                 script: Path = ADAPTERS) -> tuple[dict[str, dict[int, Events]], dict[str, str]]:
     """:func:`venv_peers` with each seed's events kept in ``cache``: only the seeds not there yet are run.
 
-    The key is the table's content, ``adapters.py`` and the settings the events depend on, so a changed
-    table or adapter starts afresh; a peer's run depends on its seed only, not on the seeds run beside it.
+    The key is the table's content, ``adapters.py`` (and ``script`` where it is another, which imports it) and
+    the settings the events depend on, so a changed table or adapter starts afresh; a peer's run depends on its
+    seed only, not on the seeds run beside it.
     """
     sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
     from adapters import write_json
@@ -307,14 +323,17 @@ def cached_peers(cache: Path, python: Path, table: CurveTable, names: list[str],
     with tempfile.TemporaryDirectory() as tmp:
         write_json(table, Path(tmp) / "table.json")
         digest = hashlib.sha256((Path(tmp) / "table.json").read_bytes())
-    digest.update((ROOT / "benchmarks" / "peers" / "adapters.py").read_bytes())
+    digest.update(ADAPTERS.read_bytes())
+    if script != ADAPTERS:
+        digest.update(script.read_bytes())
     digest.update(json.dumps([concurrency, budget, patience, answers]).encode())
     where = cache / f"{table.task.name}-{digest.hexdigest()[:16]}"
     where.mkdir(parents=True, exist_ok=True)
     for name in names:
         missing = [s for s in seeds if not (where / f"{name}-{s}.json").exists()]
         for part in (missing[i:i + CACHE_PART] for i in range(0, len(missing), CACHE_PART)):
-            runs, versions = venv_peers(python, table, [name], part, concurrency, budget, patience, answers)
+            runs, versions = venv_peers(python, table, [name], part, concurrency, budget, patience, answers,
+                                        script)
             for seed, events in runs[name].items():
                 tmp_file = where / f".{name}-{seed}.json.tmp"
                 tmp_file.write_text(json.dumps({"events": events, "versions": versions}))
@@ -554,9 +573,13 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=50, help="budget in multiples of max_epochs")
     parser.add_argument("--patience", type=int, default=3)
     parser.add_argument("--answers", choices=("surrogate", "nearest"), default="surrogate")
-    parser.add_argument("--methods", default=",".join([*METHODS, *VENV_PEERS]))
+    parser.add_argument("--methods", default=",".join([*METHODS, *(p for p in VENV_PEERS if p not in GP_PEERS)]),
+                        help=f"default: all but {', '.join(GP_PEERS)} (minutes a run; name them to run them)")
     parser.add_argument("--variants", default="", help="hpo with other settings: 'name:section.key=value,...;...'")
     parser.add_argument("--peers-python", type=Path, default=ROOT / "benchmarks" / ".peers-venv" / "bin" / "python")
+    parser.add_argument("--syne-gp-python", type=Path,
+                        default=ROOT / "benchmarks" / ".syne-gp-venv" / "bin" / "python",
+                        help="the venv of Syne Tune 0.13 (MOBSTER, Hyper-Tune), made by make_venv.sh")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "search_peers.json")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--time-200", action="store_true")
@@ -603,9 +626,12 @@ def main() -> None:
         "variants": args.variants, "machine": args.machine,
         "versions": {"optuna": _version("optuna"), "ray": _version("ray")}, "tasks": {}}
     not_run = []
-    if venv and not args.peers_python.exists():
-        not_run.append(f"{', '.join(venv)}: no peers venv at {args.peers_python} (make_venv.sh)")
-        venv = []
+    runners = {ADAPTERS: args.peers_python, SYNE_GP: args.syne_gp_python}
+    for script, python in runners.items():
+        missing = [name for name in venv if peer_script(name) == script]
+        if missing and not python.exists():
+            not_run.append(f"{', '.join(missing)}: no venv at {python} (benchmarks/peers/make_venv.sh)")
+            venv = [name for name in venv if name not in missing]
     if "tune_bohb" in methods:
         from peers import tune_bohb as bohb  # benchmarks/peers
 
@@ -631,16 +657,18 @@ def main() -> None:
             budget = args.budget * table.task.max_epochs
             peers: dict[str, dict[int, Events]] = {}
             if venv:
-                fast = [n for n in venv if n not in SLOW_PEERS]
-                slow = [n for n in venv if n in SLOW_PEERS]
-                for names, on in ((fast, seeds), (slow, peer_seeds)):
-                    if names:
+                for script, python in runners.items():
+                    fast = [n for n in venv if n not in SLOW_PEERS and peer_script(n) == script]
+                    slow = [n for n in venv if n in SLOW_PEERS and peer_script(n) == script]
+                    for names, on in ((fast, seeds), (slow, peer_seeds)):
+                        if not names:
+                            continue
                         if args.no_cache:
-                            runs, versions = venv_peers(args.peers_python, table, names, on, concurrency, budget,
-                                                        args.patience, args.answers)
+                            runs, versions = venv_peers(python, table, names, on, concurrency, budget,
+                                                        args.patience, args.answers, script)
                         else:
-                            runs, versions = cached_peers(args.cache, args.peers_python, table, names, on,
-                                                          concurrency, budget, args.patience, args.answers)
+                            runs, versions = cached_peers(args.cache, python, table, names, on, concurrency,
+                                                          budget, args.patience, args.answers, script)
                         peers.update(runs)
                         report["versions"].update(versions)
             result = run_task(table, answers, seeds, concurrency, budget, args.patience, methods, peers)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Makes benchmarks/.peers-venv with the search benchmark's peers (DEHB, SMAC3, Syne Tune), apart from hpo's venv:
+# Makes benchmarks/.peers-venv with the search benchmark's peers (DEHB, SMAC3, Syne Tune), apart from hpo's venv,
+# and benchmarks/.syne-gp-venv with Syne Tune 0.13 (MOBSTER, Hyper-Tune):
 # their dependencies clash with hpo's pinned stack, and none of them is a dependency of hpo. Then installs what
 # Ray Tune's BOHB needs (HpBandSter, ConfigSpace) into benchmarks/.tune-bohb-site with hpo's Python: TuneBOHB
 # runs inside hpo's process (it is Ray Tune's), which reads that folder last on its path.
@@ -17,6 +18,13 @@ from smac import MultiFidelityFacade  # noqa: F401
 from syne_tune.optimizer.baselines import ASHA, BOHB  # noqa: F401
 print("peers ok:", ", ".join(f"{p} {version(p)}" for p in ("syne-tune", "dehb", "smac", "ConfigSpace")))
 PY
+
+# Syne Tune 0.13 for MOBSTER and Hyper-Tune (later Syne Tune has neither), in a venv of its own.
+gp_venv="$here/../.syne-gp-venv"
+[ -x "$gp_venv/bin/python" ] || "$python" -m venv "$gp_venv"
+"$gp_venv/bin/python" -m pip install --quiet --upgrade pip
+"$gp_venv/bin/python" -m pip install --quiet -r "$here/syne-gp-requirements.txt"
+"$gp_venv/bin/python" -c "from syne_tune.optimizer.baselines import MOBSTER, HyperTune; print('syne_mobster, syne_hypertune ok')"
 
 hpo_python=${HPO_PYTHON:-$here/../../.venv/bin/python}
 site="$here/../.tune-bohb-site"

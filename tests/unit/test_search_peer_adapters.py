@@ -19,6 +19,8 @@ from tests.unit.test_replay import table
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTERS = ROOT / "benchmarks" / "peers" / "adapters.py"
 PEERS_PYTHON = Path(os.environ.get("HPO_PEERS_PYTHON", ROOT / "benchmarks" / ".peers-venv" / "bin" / "python"))
+SYNE_GP = ROOT / "benchmarks" / "peers" / "syne_gp.py"
+SYNE_GP_PYTHON = Path(os.environ.get("HPO_SYNE_GP_PYTHON", ROOT / "benchmarks" / ".syne-gp-venv" / "bin" / "python"))
 
 
 def adapters():
@@ -63,6 +65,38 @@ def test_each_peer_runs_a_few_trials_on_a_tiny_table(tmp_path):
         assert [t for t, _, _ in events] == sorted(t for t, _, _ in events), name  # in time order
         values = np.array([v for _, _, v in events])
         assert recorded.min() <= values.min() and values.max() <= recorded.max(), name  # the surrogate's range
+
+
+@pytest.mark.skipif(not SYNE_GP_PYTHON.exists(),
+                    reason=f"no Syne Tune 0.13 venv at {SYNE_GP_PYTHON}: make it with benchmarks/peers/make_venv.sh "
+                           "(or point HPO_SYNE_GP_PYTHON at one)")
+def test_mobster_and_hypertune_run_the_budget_on_a_tiny_table_seed_by_seed(tmp_path):
+    module = adapters()
+    tiny = table(configs=12, epochs=6)
+    module.write_json(tiny, tmp_path / "table.json")
+    subprocess.run([str(SYNE_GP_PYTHON), str(SYNE_GP), "--table", str(tmp_path / "table.json"),
+                    "--methods", "syne_mobster,syne_hypertune", "--seeds", "0,1", "--concurrency", "2",
+                    "--budget", "36", "--out", str(tmp_path / "events.json")],
+                   check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600, capture_output=True)
+    data = json.loads((tmp_path / "events.json").read_text())
+    assert set(data["runs"]) == {"syne_mobster", "syne_hypertune"}
+    assert data["versions"]["syne-tune (MOBSTER, Hyper-Tune venv)"] == "0.13.0"
+    recorded = np.concatenate([c.values for c in tiny.curves.values()])
+    for name, per_seed in data["runs"].items():
+        assert set(per_seed) == {"0", "1"}, name
+        for events in per_seed.values():
+            assert [done for _, done, _ in events] == list(range(1, 37)), name  # the budget, epoch by epoch
+            assert [t for t, _, _ in events] == sorted(t for t, _, _ in events), name
+            values = np.array([v for _, _, v in events])
+            assert recorded.min() <= values.min() and values.max() <= recorded.max(), name
+        assert per_seed["0"] != per_seed["1"], name  # the seed draws the proposals
+
+
+def test_the_gp_peers_run_by_their_own_script_and_outside_the_default_methods():
+    bench = search_peers()
+    assert [bench.peer_script(n).name for n in ("syne_mobster", "syne_hypertune", "syne_asha", "dehb")] == [
+        "syne_gp.py", "syne_gp.py", "adapters.py", "adapters.py"]
+    assert set(bench.GP_PEERS) <= set(bench.SLOW_PEERS)
 
 
 def search_peers():
