@@ -44,51 +44,46 @@ def test_the_codec_decodes_flat_samples_into_the_space_dropping_inactive_paramet
                                                                            "momentum": 0.7}
 
 
+def run_peers(python: Path, script: Path, tmp_path: Path, methods: str, seeds: str, budget: int) -> dict:
+    """Runs ``methods`` of ``script`` (``adapters.py``'s CLI) on a tiny table; checks every run's events.
+
+    Every run trains the budget, epoch by epoch, in time order, with values in the table's recorded range (the
+    surrogate's). Returns the script's output (``versions``, ``runs``).
+    """
+    tiny = table(configs=12, epochs=6)
+    adapters().write_json(tiny, tmp_path / "table.json")
+    subprocess.run([str(python), str(script), "--table", str(tmp_path / "table.json"), "--methods", methods,
+                    "--seeds", seeds, "--concurrency", "2", "--budget", str(budget),
+                    "--out", str(tmp_path / "events.json")],
+                   check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600, capture_output=True)
+    data = json.loads((tmp_path / "events.json").read_text())
+    assert set(data["runs"]) == set(methods.split(","))
+    recorded = np.concatenate([c.values for c in tiny.curves.values()])
+    for name, per_seed in data["runs"].items():
+        assert set(per_seed) == set(seeds.split(",")), name
+        for events in per_seed.values():
+            assert [done for _, done, _ in events] == list(range(1, budget + 1)), name
+            assert [t for t, _, _ in events] == sorted(t for t, _, _ in events), name
+            values = np.array([v for _, _, v in events])
+            assert recorded.min() <= values.min() and values.max() <= recorded.max(), name
+    return data
+
+
 @pytest.mark.skipif(not PEERS_PYTHON.exists(),
                     reason=f"no peers venv at {PEERS_PYTHON}: make it with benchmarks/peers/make_venv.sh "
                            "(or point HPO_PEERS_PYTHON at one)")
 def test_each_peer_runs_a_few_trials_on_a_tiny_table(tmp_path):
-    module = adapters()
-    tiny = table(configs=12, epochs=6)
-    module.write_json(tiny, tmp_path / "table.json")
-    subprocess.run([str(PEERS_PYTHON), str(ADAPTERS), "--table", str(tmp_path / "table.json"),
-                    "--methods", ",".join(module.PEERS), "--seeds", "0", "--concurrency", "2", "--budget", "24",
-                    "--out", str(tmp_path / "events.json")],
-                   check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600, capture_output=True)
-    data = json.loads((tmp_path / "events.json").read_text())
-    assert set(data["runs"]) == set(module.PEERS)
+    data = run_peers(PEERS_PYTHON, ADAPTERS, tmp_path, ",".join(adapters().PEERS), "0", 24)
     assert all(data["versions"][p] != "missing" for p in ("syne-tune", "dehb", "smac"))
-    recorded = np.concatenate([c.values for c in tiny.curves.values()])
-    for name, per_seed in data["runs"].items():
-        events = per_seed["0"]
-        assert [done for _, done, _ in events] == list(range(1, 25)), name  # the budget, epoch by epoch
-        assert [t for t, _, _ in events] == sorted(t for t, _, _ in events), name  # in time order
-        values = np.array([v for _, _, v in events])
-        assert recorded.min() <= values.min() and values.max() <= recorded.max(), name  # the surrogate's range
 
 
 @pytest.mark.skipif(not SYNE_GP_PYTHON.exists(),
                     reason=f"no Syne Tune 0.13 venv at {SYNE_GP_PYTHON}: make it with benchmarks/peers/make_venv.sh "
                            "(or point HPO_SYNE_GP_PYTHON at one)")
 def test_mobster_and_hypertune_run_the_budget_on_a_tiny_table_seed_by_seed(tmp_path):
-    module = adapters()
-    tiny = table(configs=12, epochs=6)
-    module.write_json(tiny, tmp_path / "table.json")
-    subprocess.run([str(SYNE_GP_PYTHON), str(SYNE_GP), "--table", str(tmp_path / "table.json"),
-                    "--methods", "syne_mobster,syne_hypertune", "--seeds", "0,1", "--concurrency", "2",
-                    "--budget", "36", "--out", str(tmp_path / "events.json")],
-                   check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600, capture_output=True)
-    data = json.loads((tmp_path / "events.json").read_text())
-    assert set(data["runs"]) == {"syne_mobster", "syne_hypertune"}
+    data = run_peers(SYNE_GP_PYTHON, SYNE_GP, tmp_path, "syne_mobster,syne_hypertune", "0,1", 36)
     assert data["versions"]["syne-tune (MOBSTER, Hyper-Tune venv)"] == "0.13.0"
-    recorded = np.concatenate([c.values for c in tiny.curves.values()])
     for name, per_seed in data["runs"].items():
-        assert set(per_seed) == {"0", "1"}, name
-        for events in per_seed.values():
-            assert [done for _, done, _ in events] == list(range(1, 37)), name  # the budget, epoch by epoch
-            assert [t for t, _, _ in events] == sorted(t for t, _, _ in events), name
-            values = np.array([v for _, _, v in events])
-            assert recorded.min() <= values.min() and values.max() <= recorded.max(), name
         assert per_seed["0"] != per_seed["1"], name  # the seed draws the proposals
 
 
