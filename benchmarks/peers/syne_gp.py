@@ -42,8 +42,12 @@ PEERS = ("syne_mobster", "syne_hypertune")
 HYPERTUNE_BRACKETS = 3
 
 
-class SyneGP:
-    """Syne Tune 0.13's ``MOBSTER`` or ``HyperTune``, stopping variant, driven as its ``Tuner`` drives it."""
+class SyneGP(adapters.SyneTune):
+    """Syne Tune 0.13's ``MOBSTER`` or ``HyperTune``, stopping variant, driven as its ``Tuner`` drives it.
+
+    Results and ends of trials go to the scheduler as :class:`adapters.SyneTune` tells them; what differs is
+    0.13's constructor arguments and ``suggest(trial_id)``.
+    """
 
     def __init__(self, kind: str, table: adapters.CurveTable, seed: int) -> None:
         from syne_tune.config_space import loguniform, randint, uniform
@@ -71,18 +75,6 @@ class SyneGP:
         self.trials[trial_id] = trial
         self.scheduler.on_trial_add(trial)
         return adapters.Ask(trial_id, self.codec.decode(suggestion.config), 10**9)
-
-    def result(self, key: int, epoch: int, value: float) -> bool:
-        return self.scheduler.on_trial_result(self.trials[key], self._report(epoch, value)) == "CONTINUE"
-
-    def tell(self, key: int, epoch: int, value: float) -> None:
-        report = self._report(epoch, value)
-        if self.scheduler.on_trial_result(self.trials[key], report) == "CONTINUE":
-            self.scheduler.on_trial_complete(self.trials[key], report)  # ended on its own rules: completed
-
-    @staticmethod
-    def _report(epoch: int, value: float) -> dict[str, Any]:
-        return {adapters.METRIC: value, adapters.TIME_ATTR: epoch}
 
 
 def versions() -> dict[str, str]:
