@@ -1,0 +1,151 @@
+"""Screens two changes to ASHA's rungs on the replay benchmark, each registered as a scheduler kind of its own.
+
+The kinds exist only in this script's process (``hpo.kinds.register_scheduler``, the plug-in point a new
+scheduler uses); none of them is a setting of hpo's. Each is Tune's ASHA with one bracket, grace
+``scheduler.grace_period``, η ``scheduler.reduction_factor``, max_t ``trial.max_epochs``:
+
+- ``asha-upto2`` / ``asha-upto4``: without its rungs above epoch 2 / 4 (a trial that passes the last rung
+  left trains to its end);
+- ``asha-checked`` / ``asha-checked3``: a rung above epoch 2 stops a trial only once three trials have
+  finished (ended without being stopped by the scheduler) and the best one (the best three) of them were at
+  or above the rung's present cutoff when they passed it: a rung cuts only while it would not have cut the
+  sweep's best finished trials.
+
+Usage: the arguments of ``benchmarks/search_peers.py``, with ``--variants`` naming the kinds, e.g.
+``python benchmarks/search_screen_rungs.py --tasks synth_mlp,digits_linear --seeds 40 --methods
+hpo,random_fifo --variants 'upto2:scheduler.type="asha-upto2";checked:scheduler.type="asha-checked"'``.
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+from typing import Any
+
+from ray.tune.schedulers import AsyncHyperBandScheduler, TrialScheduler
+
+from hpo import compat, kinds
+from hpo.config import SweepConfig
+from hpo.search.budget import TIME_ATTR
+
+#: Rungs at or below this epoch always cut in the ``asha-checked`` kinds.
+ALWAYS_UP_TO = 2
+#: Finished trials an ``asha-checked`` rung above ``ALWAYS_UP_TO`` waits for before it cuts.
+FINISHED_BEFORE_CUTS = 3
+
+
+class _UpTo(compat.asha_bracket_base()):  # type: ignore[misc]
+    """Tune's ASHA bracket without its rungs above epoch ``last``."""
+
+    def __init__(self, *args: Any, last: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        rungs = compat.bracket_rungs(self)
+        rungs[:] = [rung for rung in rungs if rung[0] <= last]
+
+
+class _Checked(compat.asha_bracket_base()):  # type: ignore[misc]
+    """Tune's ASHA bracket whose rungs above ``ALWAYS_UP_TO`` cut only while the best finished trials pass them.
+
+    Args:
+        top: How many of the best finished trials must be at or above a rung's cutoff for it to cut.
+    """
+
+    def __init__(self, *args: Any, top: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.top = top
+        self.curves: dict[str, dict[int, float]] = {}
+        self.stopped: set[str] = set()
+        self.finished: dict[str, float] = {}
+
+    def _cuts(self, milestone: int, cutoff: float) -> bool:
+        if milestone <= ALWAYS_UP_TO:
+            return True
+        if len(self.finished) < FINISHED_BEFORE_CUTS:
+            return False
+        best = sorted(self.finished, key=lambda trial_id: -self.finished[trial_id])[: self.top]
+        return all(self.curves[t].get(milestone, cutoff) >= cutoff for t in best)
+
+    def on_result(self, trial: Any, cur_iter: int, cur_rew: float | None) -> str:
+        """Tune's decision, with a STOP at a rung that does not cut yet turned into CONTINUE."""
+        if cur_rew is not None:
+            self.curves.setdefault(trial.trial_id, {})[cur_iter] = cur_rew
+        milestone, cutoff = None, None
+        for at, recorded in compat.bracket_rungs(self):
+            if cur_iter >= at and trial.trial_id not in recorded:
+                milestone, cutoff = at, self.cutoff(recorded)
+                break
+        action = super().on_result(trial, cur_iter, cur_rew)
+        if action == TrialScheduler.STOP:
+            if milestone is not None and cutoff is not None and not self._cuts(milestone, cutoff):
+                return TrialScheduler.CONTINUE
+            self.stopped.add(trial.trial_id)
+        return action
+
+
+class _CheckingASHA(AsyncHyperBandScheduler):
+    """ASHA with one :class:`_Checked` bracket, told which trials finished."""
+
+    def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> None:
+        """Tune's bookkeeping, then the trial counts as finished unless the bracket stopped it."""
+        super().on_trial_complete(tune_controller, trial, result)
+        bracket = compat.asha_brackets(self)[0]
+        curve = bracket.curves.get(trial.trial_id)
+        if curve and trial.trial_id not in bracket.stopped:
+            bracket.finished[trial.trial_id] = max(curve.values())
+
+
+def _arguments(config: SweepConfig) -> dict[str, Any]:
+    return {
+        "time_attr": TIME_ATTR,
+        "max_t": config.trial.max_epochs,
+        "grace_period": min(config.scheduler.grace_period, config.trial.max_epochs),
+        "reduction_factor": config.scheduler.reduction_factor,
+    }
+
+
+def _with_bracket(scheduler: AsyncHyperBandScheduler, arguments: dict[str, Any], bracket: type,
+                  **extra: Any) -> AsyncHyperBandScheduler:
+    compat.set_asha_brackets(scheduler, [bracket(
+        min_t=arguments["grace_period"],
+        max_t=arguments["max_t"],
+        reduction_factor=arguments["reduction_factor"],
+        s=0,
+        stop_last_trials=compat.asha_stop_last_trials(scheduler),
+        **extra,
+    )])
+    return scheduler
+
+
+def up_to(last: int) -> Any:
+    """The factory of ``asha-upto{last}``."""
+
+    def build(config: SweepConfig) -> TrialScheduler:
+        arguments = _arguments(config)
+        return _with_bracket(AsyncHyperBandScheduler(**arguments), arguments, _UpTo, last=last)
+
+    return build
+
+
+def checked(top: int) -> Any:
+    """The factory of ``asha-checked`` (``top`` 1) and ``asha-checked3``."""
+
+    def build(config: SweepConfig) -> TrialScheduler:
+        arguments = _arguments(config)
+        return _with_bracket(_CheckingASHA(**arguments), arguments, _Checked, top=top)
+
+    return build
+
+
+def register() -> None:
+    """Registers the four kinds (forecast: ASHA's rule; the replay benchmark forecasts nothing)."""
+    for name, factory in (("asha-upto2", up_to(2)), ("asha-upto4", up_to(4)), ("asha-checked", checked(1)),
+                          ("asha-checked3", checked(3))):
+        kinds.register_scheduler(kinds.SchedulerKind(name, factory, kinds.AshaRungs(), rungs=True))
+
+
+if __name__ == "__main__":
+    register()
+    script = Path(__file__).with_name("search_peers.py")
+    sys.argv = [str(script), *sys.argv[1:]]
+    runpy.run_path(str(script), run_name="__main__")

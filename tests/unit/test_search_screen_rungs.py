@@ -1,0 +1,55 @@
+"""The rung screen's ASHA kinds: rungs above an epoch removed; later rungs that cut only once validated."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import TrialScheduler
+
+from hpo import compat
+
+ROOT = Path(__file__).resolve().parents[2]
+BRACKET = dict(min_t=1, max_t=20, reduction_factor=2, s=0, stop_last_trials=True)
+
+
+def screen():
+    spec = importlib.util.spec_from_file_location("search_screen_rungs", ROOT / "benchmarks" / "search_screen_rungs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def rung(bracket, milestone):
+    return next(recorded for at, recorded in compat.bracket_rungs(bracket) if at == milestone)
+
+
+def test_up_to_keeps_the_rungs_at_or_below_its_epoch():
+    bench = screen()
+    assert [at for at, _ in compat.bracket_rungs(bench._UpTo(**BRACKET, last=2))] == [2, 1]
+    assert [at for at, _ in compat.bracket_rungs(bench._UpTo(**BRACKET, last=4))] == [4, 2, 1]
+
+
+def test_a_checked_rung_cuts_only_while_the_best_finished_trial_stands_at_or_above_its_cutoff():
+    bench = screen()
+    bracket = bench._Checked(**BRACKET, top=1)
+    rung(bracket, 4).update({"a": 0.9, "b": 0.8, "c": 0.7})  # cutoff: their median, 0.8
+    low = [Trial("t", trial_id=f"low{i}", stub=True) for i in range(3)]
+
+    assert bracket.on_result(low[0], 4, 0.5) == TrialScheduler.CONTINUE  # no finished trial yet
+    bracket.curves.update({"a": {4: 0.9}, "b": {4: 0.8}, "c": {4: 0.7}})
+    bracket.finished.update({"a": 0.95, "b": 0.85, "c": 0.75})
+    assert bracket.on_result(low[1], 4, 0.5) == TrialScheduler.STOP
+    assert bracket.stopped == {"low1"}
+
+    bracket.finished["late"] = 0.99  # the best finished trial was under today's cutoff at epoch 4
+    bracket.curves["late"] = {4: 0.6}
+    assert bracket.on_result(low[2], 4, 0.5) == TrialScheduler.CONTINUE
+
+
+def test_the_rungs_up_to_epoch_2_cut_from_the_start():
+    bench = screen()
+    bracket = bench._Checked(**BRACKET, top=3)
+    rung(bracket, 2).update({"a": 0.9, "b": 0.8, "c": 0.7})
+    assert bracket.on_result(Trial("t", trial_id="low", stub=True), 2, 0.5) == TrialScheduler.STOP
