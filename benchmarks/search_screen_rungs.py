@@ -9,7 +9,10 @@ scheduler uses); none of them is a setting of hpo's. Each is Tune's ASHA with on
 - ``asha-checked`` / ``asha-checked3``: a rung above epoch 2 stops a trial only once three trials have
   finished (ended without being stopped by the scheduler) and the best one (the best three) of them were at
   or above the rung's present cutoff when they passed it: a rung cuts only while it would not have cut the
-  sweep's best finished trials.
+  sweep's best finished trials;
+- ``asha-probed`` / ``asha-probed-on`` / ``asha-probed8``: every fourth (eighth) trial is a probe, which the
+  rungs above epoch 2 never stop; such a rung cuts the other trials once three probes have finished and the
+  best of them stood at or above its present cutoff, and until then does not cut (cuts, ``-on``).
 
 Usage: the arguments of ``benchmarks/search_peers.py``, with ``--variants`` naming the kinds, e.g.
 ``python benchmarks/search_screen_rungs.py --tasks synth_mlp,digits_linear --seeds 40 --methods
@@ -83,6 +86,43 @@ class _Checked(compat.asha_bracket_base()):  # type: ignore[misc]
         return action
 
 
+class _Probed(_Checked):
+    """:class:`_Checked` whose test is a share of trials that its rungs above ``ALWAYS_UP_TO`` never stop.
+
+    Every ``every``-th new trial is a probe: it passes the later rungs whatever its value (it is still
+    recorded there). A later rung cuts the other trials once three probes have finished and the best of them
+    stood at or above the rung's present cutoff; before that it cuts if ``start_on``.
+    """
+
+    def __init__(self, *args: Any, every: int, start_on: bool, **kwargs: Any) -> None:
+        super().__init__(*args, top=1, **kwargs)
+        self.every = every
+        self.start_on = start_on
+        self.seen = 0
+        self.probes: set[str] = set()
+
+    def _cuts(self, milestone: int, cutoff: float) -> bool:
+        if milestone <= ALWAYS_UP_TO:
+            return True
+        probes = {t: v for t, v in self.finished.items() if t in self.probes}
+        if len(probes) < FINISHED_BEFORE_CUTS:
+            return self.start_on
+        best = max(probes, key=probes.__getitem__)
+        return self.curves[best].get(milestone, cutoff) >= cutoff
+
+    def on_result(self, trial: Any, cur_iter: int, cur_rew: float | None) -> str:
+        """:class:`_Checked`'s decision, except that a probe is stopped only at the rungs up to ``ALWAYS_UP_TO``."""
+        if trial.trial_id not in self.curves:
+            if self.seen % self.every == 0:
+                self.probes.add(trial.trial_id)
+            self.seen += 1
+        action = super().on_result(trial, cur_iter, cur_rew)
+        if action == TrialScheduler.STOP and trial.trial_id in self.probes and cur_iter > ALWAYS_UP_TO:
+            self.stopped.discard(trial.trial_id)
+            return TrialScheduler.CONTINUE
+        return action
+
+
 class _CheckingASHA(AsyncHyperBandScheduler):
     """ASHA with one :class:`_Checked` bracket, told which trials finished."""
 
@@ -137,10 +177,21 @@ def checked(top: int) -> Any:
     return build
 
 
+def probed(every: int, start_on: bool) -> Any:
+    """The factory of ``asha-probed`` (a probe every fourth trial; later rungs off until validated) and kin."""
+
+    def build(config: SweepConfig) -> TrialScheduler:
+        arguments = _arguments(config)
+        return _with_bracket(_CheckingASHA(**arguments), arguments, _Probed, every=every, start_on=start_on)
+
+    return build
+
+
 def register() -> None:
     """Registers the four kinds (forecast: ASHA's rule; the replay benchmark forecasts nothing)."""
     for name, factory in (("asha-upto2", up_to(2)), ("asha-upto4", up_to(4)), ("asha-checked", checked(1)),
-                          ("asha-checked3", checked(3))):
+                          ("asha-checked3", checked(3)), ("asha-probed", probed(4, False)),
+                          ("asha-probed-on", probed(4, True)), ("asha-probed8", probed(8, False))):
         kinds.register_scheduler(kinds.SchedulerKind(name, factory, kinds.AshaRungs(), rungs=True))
 
 

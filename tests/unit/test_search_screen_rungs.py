@@ -53,3 +53,23 @@ def test_the_rungs_up_to_epoch_2_cut_from_the_start():
     bracket = bench._Checked(**BRACKET, top=3)
     rung(bracket, 2).update({"a": 0.9, "b": 0.8, "c": 0.7})
     assert bracket.on_result(Trial("t", trial_id="low", stub=True), 2, 0.5) == TrialScheduler.STOP
+
+
+def test_a_probe_passes_the_later_rungs_and_the_best_finished_probe_switches_them_on():
+    bench = screen()
+    bracket = bench._Probed(**BRACKET, every=3, start_on=False)
+    rung(bracket, 4).update({"a": 0.9, "b": 0.8, "c": 0.7})  # cutoff 0.8
+    first, second = (Trial("t", trial_id=name, stub=True) for name in ("first", "second"))
+    assert bracket.on_result(first, 1, 0.95) == TrialScheduler.CONTINUE  # the first trial is a probe
+    assert bracket.on_result(second, 1, 0.95) == TrialScheduler.CONTINUE
+    assert bracket.probes == {"first"}
+    assert bracket.on_result(first, 4, 0.5) == TrialScheduler.CONTINUE  # a probe is never cut above epoch 2
+    assert bracket.on_result(second, 4, 0.5) == TrialScheduler.CONTINUE  # no probe has finished: off
+    assert "first" not in bracket.stopped
+
+    bracket.probes |= {"p1", "p2", "p3"}
+    bracket.curves.update({"p1": {4: 0.85}, "p2": {4: 0.6}, "p3": {4: 0.7}})
+    bracket.finished.update({"p1": 0.97, "p2": 0.9, "p3": 0.8, "a": 0.99})  # "a" is no probe: not the test
+    third = Trial("t", trial_id="third", stub=True)
+    bracket.on_result(third, 1, 0.95)  # the third trial is no probe (every=3)
+    assert bracket.on_result(third, 4, 0.5) == TrialScheduler.STOP  # best probe p1 stood at 0.85 >= the cutoff
