@@ -12,7 +12,9 @@ scheduler uses); none of them is a setting of hpo's. Each is Tune's ASHA with on
   sweep's best finished trials;
 - ``asha-probed`` / ``asha-probed-on`` / ``asha-probed8``: every fourth (eighth) trial is a probe, which the
   rungs above epoch 2 never stop; such a rung cuts the other trials once three probes have finished and the
-  best of them stood at or above its present cutoff, and until then does not cut (cuts, ``-on``).
+  best of them stood at or above its present cutoff, and until then does not cut (cuts, ``-on``);
+- ``asha2-median``: ASHA's rungs up to epoch 2, then Tune's median stopping rule (a trial stops where either
+  stops it).
 
 Usage: the arguments of ``benchmarks/search_peers.py``, with ``--variants`` naming the kinds, e.g.
 ``python benchmarks/search_screen_rungs.py --tasks synth_mlp,digits_linear --seeds 40 --methods
@@ -26,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ray.tune.schedulers import AsyncHyperBandScheduler, TrialScheduler
+from ray.tune.schedulers import AsyncHyperBandScheduler, MedianStoppingRule, TrialScheduler
 
 from hpo import compat, kinds
 from hpo.config import SweepConfig
@@ -123,6 +125,34 @@ class _Probed(_Checked):
         return action
 
 
+class _MedianAfterRungs(MedianStoppingRule):
+    """ASHA's rungs up to epoch ``ALWAYS_UP_TO`` (:class:`_UpTo`), then Tune's median stopping rule.
+
+    A trial stops where either stops it; the median rule sees every result, from epoch ``ALWAYS_UP_TO + 1``.
+    """
+
+    def __init__(self, arguments: dict[str, Any]) -> None:
+        super().__init__(time_attr=TIME_ATTR, grace_period=ALWAYS_UP_TO + 1)
+        self.sign = 1
+        self.bracket = _UpTo(min_t=arguments["grace_period"], max_t=arguments["max_t"],
+                             reduction_factor=arguments["reduction_factor"], s=0, stop_last_trials=False,
+                             last=ALWAYS_UP_TO)
+
+    def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
+        """The median rule's, keeping the sign that turns the metric into ASHA's reward."""
+        if mode:
+            self.sign = 1 if mode == "max" else -1
+        return super().set_search_properties(metric, mode, **spec)
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
+        """STOP where the rungs or the median rule stop the trial."""
+        median = super().on_trial_result(tune_controller, trial, result)
+        if TIME_ATTR not in result or self.metric not in result:
+            return median
+        early = self.bracket.on_result(trial, result[TIME_ATTR], self.sign * result[self.metric])
+        return TrialScheduler.STOP if TrialScheduler.STOP in (median, early) else median
+
+
 class _CheckingASHA(AsyncHyperBandScheduler):
     """ASHA with one :class:`_Checked` bracket, told which trials finished."""
 
@@ -187,11 +217,17 @@ def probed(every: int, start_on: bool) -> Any:
     return build
 
 
+def median_after_rungs(config: SweepConfig) -> TrialScheduler:
+    """The factory of ``asha2-median``."""
+    return _MedianAfterRungs(_arguments(config))
+
+
 def register() -> None:
     """Registers the four kinds (forecast: ASHA's rule; the replay benchmark forecasts nothing)."""
     for name, factory in (("asha-upto2", up_to(2)), ("asha-upto4", up_to(4)), ("asha-checked", checked(1)),
                           ("asha-checked3", checked(3)), ("asha-probed", probed(4, False)),
-                          ("asha-probed-on", probed(4, True)), ("asha-probed8", probed(8, False))):
+                          ("asha-probed-on", probed(4, True)), ("asha-probed8", probed(8, False)),
+                          ("asha2-median", median_after_rungs)):
         kinds.register_scheduler(kinds.SchedulerKind(name, factory, kinds.AshaRungs(), rungs=True))
 
 

@@ -73,3 +73,36 @@ def test_a_probe_passes_the_later_rungs_and_the_best_finished_probe_switches_the
     third = Trial("t", trial_id="third", stub=True)
     bracket.on_result(third, 1, 0.95)  # the third trial is no probe (every=3)
     assert bracket.on_result(third, 4, 0.5) == TrialScheduler.STOP  # best probe p1 stood at 0.85 >= the cutoff
+
+
+class Live:
+    """The one controller call the median rule makes here: no trial waits, so it never pauses one."""
+
+    def get_live_trials(self) -> list[Trial]:
+        return []
+
+
+def test_median_after_rungs_stops_at_the_early_rungs_then_by_the_median_rule():
+    from hpo.search.budget import TIME_ATTR
+
+    bench = screen()
+    scheduler = bench._MedianAfterRungs({"grace_period": 1, "max_t": 20, "reduction_factor": 2})
+    scheduler.set_search_properties("acc", "max")
+    scheduler.set_search_properties(None, None)  # no mode given again: the sign stays
+    assert scheduler.sign == 1
+
+    def report(trial, epoch, acc):
+        return scheduler.on_trial_result(Live(), trial, {TIME_ATTR: epoch, "acc": acc})
+
+    rising = [Trial("t", trial_id=f"rising{i}", stub=True) for i in range(3)]
+    for epoch, acc in ((1, 0.5), (2, 0.6), (3, 0.7)):  # running mean from the rule's grace (3) to 3: 0.7
+        assert all(report(trial, epoch, acc) == TrialScheduler.CONTINUE for trial in rising)
+    early = Trial("t", trial_id="early", stub=True)
+    assert report(early, 1, 0.1) == TrialScheduler.STOP  # under rung 1's cutoff
+
+    weak, strong = (Trial("t", trial_id=name, stub=True) for name in ("weak", "strong"))
+    for epoch, acc in ((1, 0.55), (2, 0.65)):  # both pass the rungs at 1 and 2
+        assert report(weak, epoch, acc) == TrialScheduler.CONTINUE
+        assert report(strong, epoch, acc + 0.2) == TrialScheduler.CONTINUE
+    assert report(strong, 3, 0.5) == TrialScheduler.CONTINUE  # its best, 0.85, is over the median
+    assert report(weak, 3, 0.6) == TrialScheduler.STOP  # its best, 0.65, is under the others' median
