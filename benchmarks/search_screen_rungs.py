@@ -33,6 +33,7 @@ from ray.tune.schedulers import AsyncHyperBandScheduler, MedianStoppingRule, Tri
 from hpo import compat, kinds
 from hpo.config import SweepConfig
 from hpo.search.budget import TIME_ATTR
+from hpo.search.schedulers import asha_arguments
 
 #: Rungs at or below this epoch always cut in the ``asha-checked`` kinds.
 ALWAYS_UP_TO = 2
@@ -63,12 +64,21 @@ class _Checked(compat.asha_bracket_base()):  # type: ignore[misc]
         self.stopped: set[str] = set()
         self.finished: dict[str, float] = {}
 
+    def _tested(self) -> dict[str, float]:
+        """The finished trials a later rung is tested on, with their best values."""
+        return self.finished
+
+    def _untested(self) -> bool:
+        """Whether a later rung cuts before ``FINISHED_BEFORE_CUTS`` tested trials have finished."""
+        return False
+
     def _cuts(self, milestone: int, cutoff: float) -> bool:
         if milestone <= ALWAYS_UP_TO:
             return True
-        if len(self.finished) < FINISHED_BEFORE_CUTS:
-            return False
-        best = sorted(self.finished, key=lambda trial_id: -self.finished[trial_id])[: self.top]
+        tested = self._tested()
+        if len(tested) < FINISHED_BEFORE_CUTS:
+            return self._untested()
+        best = sorted(tested, key=lambda trial_id: -tested[trial_id])[: self.top]
         return all(self.curves[t].get(milestone, cutoff) >= cutoff for t in best)
 
     def on_result(self, trial: Any, cur_iter: int, cur_rew: float | None) -> str:
@@ -103,14 +113,13 @@ class _Probed(_Checked):
         self.seen = 0
         self.probes: set[str] = set()
 
-    def _cuts(self, milestone: int, cutoff: float) -> bool:
-        if milestone <= ALWAYS_UP_TO:
-            return True
-        probes = {t: v for t, v in self.finished.items() if t in self.probes}
-        if len(probes) < FINISHED_BEFORE_CUTS:
-            return self.start_on
-        best = max(probes, key=probes.__getitem__)
-        return self.curves[best].get(milestone, cutoff) >= cutoff
+    def _tested(self) -> dict[str, float]:
+        """The finished probes."""
+        return {t: v for t, v in self.finished.items() if t in self.probes}
+
+    def _untested(self) -> bool:
+        """``start_on``."""
+        return self.start_on
 
     def on_result(self, trial: Any, cur_iter: int, cur_rew: float | None) -> str:
         """:class:`_Checked`'s decision, except that a probe is stopped only at the rungs up to ``ALWAYS_UP_TO``."""
@@ -165,15 +174,6 @@ class _CheckingASHA(AsyncHyperBandScheduler):
             bracket.finished[trial.trial_id] = max(curve.values())
 
 
-def _arguments(config: SweepConfig) -> dict[str, Any]:
-    return {
-        "time_attr": TIME_ATTR,
-        "max_t": config.trial.max_epochs,
-        "grace_period": min(config.scheduler.grace_period, config.trial.max_epochs),
-        "reduction_factor": config.scheduler.reduction_factor,
-    }
-
-
 def _with_bracket(scheduler: AsyncHyperBandScheduler, arguments: dict[str, Any], bracket: type,
                   **extra: Any) -> AsyncHyperBandScheduler:
     compat.set_asha_brackets(scheduler, [bracket(
@@ -191,7 +191,7 @@ def up_to(last: int) -> Any:
     """The factory of ``asha-upto{last}``."""
 
     def build(config: SweepConfig) -> TrialScheduler:
-        arguments = _arguments(config)
+        arguments = asha_arguments(config)
         return _with_bracket(AsyncHyperBandScheduler(**arguments), arguments, _UpTo, last=last)
 
     return build
@@ -201,7 +201,7 @@ def checked(top: int) -> Any:
     """The factory of ``asha-checked`` (``top`` 1) and ``asha-checked3``."""
 
     def build(config: SweepConfig) -> TrialScheduler:
-        arguments = _arguments(config)
+        arguments = asha_arguments(config)
         return _with_bracket(_CheckingASHA(**arguments), arguments, _Checked, top=top)
 
     return build
@@ -211,7 +211,7 @@ def probed(every: int, start_on: bool) -> Any:
     """The factory of ``asha-probed`` (a probe every fourth trial; later rungs off until validated) and kin."""
 
     def build(config: SweepConfig) -> TrialScheduler:
-        arguments = _arguments(config)
+        arguments = asha_arguments(config)
         return _with_bracket(_CheckingASHA(**arguments), arguments, _Probed, every=every, start_on=start_on)
 
     return build
@@ -219,11 +219,11 @@ def probed(every: int, start_on: bool) -> Any:
 
 def median_after_rungs(config: SweepConfig) -> TrialScheduler:
     """The factory of ``asha2-median``."""
-    return _MedianAfterRungs(_arguments(config))
+    return _MedianAfterRungs(asha_arguments(config))
 
 
 def register() -> None:
-    """Registers the four kinds (forecast: ASHA's rule; the replay benchmark forecasts nothing)."""
+    """Registers the screened kinds (forecast: ASHA's rule; the replay benchmark forecasts nothing)."""
     for name, factory in (("asha-upto2", up_to(2)), ("asha-upto4", up_to(4)), ("asha-checked", checked(1)),
                           ("asha-checked3", checked(3)), ("asha-probed", probed(4, False)),
                           ("asha-probed-on", probed(4, True)), ("asha-probed8", probed(8, False)),

@@ -88,14 +88,19 @@ class HedgedASHA(AsyncHyperBandScheduler):
             np.random.set_state(state)
 
 
-def asha(config: SweepConfig) -> TrialScheduler:
-    """``asha``: Tune's ASHA (with Optuna's ``bootstrap_count`` and several brackets where set)."""
-    arguments = {
+def asha_arguments(config: SweepConfig) -> dict[str, Any]:
+    """The arguments of Tune's ``AsyncHyperBandScheduler`` under ``config`` (grace capped at ``max_epochs``)."""
+    return {
         "time_attr": TIME_ATTR,
         "max_t": config.trial.max_epochs,
         "grace_period": min(config.scheduler.grace_period, config.trial.max_epochs),
         "reduction_factor": config.scheduler.reduction_factor,
     }
+
+
+def asha(config: SweepConfig) -> TrialScheduler:
+    """``asha``: Tune's ASHA (with Optuna's ``bootstrap_count`` and several brackets where set)."""
+    arguments = asha_arguments(config)
     if config.scheduler.bootstrap_count or config.scheduler.brackets > 1:
         return HedgedASHA(config.scheduler.bootstrap_count, config.scheduler.brackets, config.search.seed,
                           **arguments)
