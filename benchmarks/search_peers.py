@@ -7,11 +7,13 @@ takes the seconds its curve says. A method sees a configuration's curve only by 
 
 A proposal is answered by :class:`hpo.replay.Surrogate` fitted on the table (``--answers surrogate``, the
 default: k nearest recorded configurations, 1/distance² weights, noise drawn from the seed repeats), so a
-searcher that refines around a good point gets new, nearby curves instead of the same recorded one again;
-``--answers nearest`` answers with the nearest recorded configuration. The surrogate is validated on each
-table (5-fold over configurations: rank correlation and error of the predicted best epoch against the
-recorded one, next to the seed-to-seed rank correlation of the repeated configurations) and that goes in
-the JSON.
+searcher that refines around a good point gets new, nearby curves instead of the same recorded one again.
+A noisy answer is clipped, epoch by epoch, to the range its neighbours' recorded seeds span
+(``--answers surrogate-table``: to the whole table's range, as runs before that change did; the JSON's
+``noise_clip`` says which). ``--answers nearest`` answers with the nearest recorded configuration. The
+surrogate is validated on each table (5-fold over configurations: rank correlation and error of the
+predicted best epoch against the recorded one, next to the seed-to-seed rank correlation of the repeated
+configurations) and that goes in the JSON.
 
 Methods (each through its own library's code):
 
@@ -97,6 +99,7 @@ SLOW_PEERS = ("syne_bohb", "dehb", "smac_hb", "syne_mobster", "syne_hypertune")
 GP_PEERS = ("syne_mobster", "syne_hypertune")
 ADAPTERS = ROOT / "benchmarks" / "peers" / "adapters.py"
 SYNE_GP = ROOT / "benchmarks" / "peers" / "syne_gp.py"
+SURROGATE = ROOT / "hpo" / "replay" / "surrogate.py"
 #: ``(simulated seconds, epochs trained so far, value)`` of every epoch a method trained, in time order.
 Events = list[tuple[float, int, float]]
 
@@ -313,9 +316,9 @@ def cached_peers(cache: Path, python: Path, table: CurveTable, names: list[str],
                  script: Path = ADAPTERS) -> tuple[dict[str, dict[int, Events]], dict[str, str]]:
     """:func:`venv_peers` with each seed's events kept in ``cache``: only the seeds not there yet are run.
 
-    The key is the table's content, ``adapters.py`` (and ``script`` where it is another, which imports it) and
-    the settings the events depend on, so a changed table or adapter starts afresh; a peer's run depends on its
-    seed only, not on the seeds run beside it.
+    The key is the table's content, the surrogate's module, ``adapters.py`` (and ``script`` where it is another,
+    which imports it) and the settings the events depend on, so a changed table, surrogate or adapter starts
+    afresh; a peer's run depends on its seed only, not on the seeds run beside it.
     """
     sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
     from adapters import write_json
@@ -326,6 +329,7 @@ def cached_peers(cache: Path, python: Path, table: CurveTable, names: list[str],
     digest.update(ADAPTERS.read_bytes())
     if script != ADAPTERS:
         digest.update(script.read_bytes())
+    digest.update(SURROGATE.read_bytes())  # how answers are made, noise and clipping included
     digest.update(json.dumps([concurrency, budget, patience, answers]).encode())
     where = cache / f"{table.task.name}-{digest.hexdigest()[:16]}"
     where.mkdir(parents=True, exist_ok=True)
@@ -410,9 +414,9 @@ def validate_surrogate(table: CurveTable, folds: int = 5, k_values: tuple[int, .
         predicted = np.full(configs, np.nan)
         for fold in range(folds):
             held = order[fold::folds]
-            surrogate = Surrogate(table, k=k, noise=False, exclude=frozenset(int(c) for c in held))
+            fitted = Surrogate(table, k=k, noise=False, exclude=frozenset(int(c) for c in held))
             for c in held:
-                values = surrogate.mean_curve(table.params[int(c)]).values
+                values = fitted.mean_curve(table.params[int(c)]).values
                 predicted[c] = np.nan if np.isnan(values).all() else pick(values)
         both = ~np.isnan(actual) & ~np.isnan(predicted)
         out[f"k{k}"] = {"spearman": round(float(spearmanr(actual[both], predicted[both]).statistic), 3),
@@ -549,19 +553,22 @@ def parse_variants(text: str) -> dict[str, Callable[..., Events]]:
 
 def time_200(tables: list[CurveTable]) -> dict[str, float]:
     """Wall seconds of one replayed 200-trial sweep of hpo's defaults (2 at once, no epoch budget) per table."""
+    from peers.adapters import surrogate  # after hpo (imported first, it registers hpo bare)
+
     out = {}
     for table in tables:
         config = sweep_config(table, 0, 2, 3)
         config = config.model_copy(update={"search": config.search.model_copy(update={"num_samples": 200})})
-        surrogate = Surrogate(table)
+        answers = surrogate(table, "surrogate")
         t0 = time.perf_counter()
-        result = replay_sweep(config, table, surrogate=surrogate)
+        result = replay_sweep(config, table, surrogate=answers)
         out[table.task.name] = round(time.perf_counter() - t0, 2)
         assert len(result.trials) == 200, len(result.trials)
     return out
 
 
 def main() -> None:
+    from peers.adapters import ANSWERS, noise_clip, surrogate  # after hpo (imported first, it registers hpo bare)
     from record import TASKS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -572,7 +579,7 @@ def main() -> None:
     parser.add_argument("--concurrency", default="2,8")
     parser.add_argument("--budget", type=int, default=50, help="budget in multiples of max_epochs")
     parser.add_argument("--patience", type=int, default=3)
-    parser.add_argument("--answers", choices=("surrogate", "nearest"), default="surrogate")
+    parser.add_argument("--answers", choices=ANSWERS, default="surrogate")
     parser.add_argument("--methods", default=",".join([*METHODS, *(p for p in VENV_PEERS if p not in GP_PEERS)]),
                         help=f"default: all but {', '.join(GP_PEERS)} (minutes a run; name them to run them)")
     parser.add_argument("--variants", default="", help="hpo with other settings: 'name:section.key=value,...;...'")
@@ -621,7 +628,8 @@ def main() -> None:
     venv = [name for name in VENV_PEERS if name in wanted]
     started = time.time()
     report: dict[str, Any] = {
-        "benchmark": "search_peers", "answers": args.answers, "seeds": len(seeds), "peer_seeds": len(peer_seeds),
+        "benchmark": "search_peers", "answers": args.answers, "noise_clip": noise_clip(args.answers),
+        "seeds": len(seeds), "peer_seeds": len(peer_seeds),
         "budget_x_max_epochs": args.budget, "patience": args.patience, "methods": [*methods, *venv],
         "variants": args.variants, "machine": args.machine,
         "versions": {"optuna": _version("optuna"), "ray": _version("ray")}, "tasks": {}}
@@ -646,10 +654,10 @@ def main() -> None:
     for path in paths:
         table = CurveTable.read(path)
         task = table.task.name
-        answers = Surrogate(table) if args.answers == "surrogate" else None
+        answers = surrogate(table, args.answers)
         entry = report["tasks"][task] = {"held_out": held_out.get(task, True), "configs": len(table.params),
                                          "by_concurrency": {}}
-        if args.answers == "surrogate":
+        if answers is not None:
             entry["surrogate_validation"] = validate_surrogate(table)
             print(f"{task}: surrogate {entry['surrogate_validation']}", flush=True)
         for concurrency in (int(c) for c in args.concurrency.split(",")):
@@ -698,7 +706,9 @@ def merge(paths: list[Path], out: Path) -> None:
 
     held_out = {t.name: t.held_out for t in TASKS}
     runs = [json.loads(p.read_text()) for p in paths]
-    keys = ("answers", "budget_x_max_epochs", "patience", "seeds")
+    keys = ("answers", "noise_clip", "budget_x_max_epochs", "patience", "seeds")
+    for run in runs:  # a run from before noise_clip was recorded clipped to the table's range
+        run.setdefault("noise_clip", "table" if run["answers"] == "surrogate" else None)
     for run, path in zip(runs[1:], paths[1:], strict=True):
         differ = [k for k in keys if run[k] != runs[0][k]]
         if differ:

@@ -114,7 +114,7 @@ def main() -> None:
     args = parser.parse_args()
     began = time.time()
     report: dict[str, Any] = {"benchmark": "search_tpe_screen", "seeds": args.seeds, "budget_x_max_epochs": 50,
-                              "patience": 3, "answers": "surrogate", "variants": {}}
+                              "patience": 3, "answers": "surrogate", "noise_clip": "neighbours", "variants": {}}
     tables = {name: CurveTable.read(ROOT / "benchmarks" / "curves" / f"{name}.parquet")
               for name in args.tasks.split(",")}
     targets: dict[tuple[str, int, int], float] = {}

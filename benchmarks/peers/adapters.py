@@ -66,8 +66,22 @@ from hpo.replay.table import Curve, CurveTable, Task  # noqa: E402
 
 #: ``(simulated seconds, epochs trained so far, value)`` of every epoch a method trained, in time order.
 Events = list[tuple[float, int, float]]
+#: ``--answers``: the surrogate whose noisy answers are clipped to the neighbours' recorded range per epoch, the
+#: surrogate clipped to the whole table's range (runs before that clip), or the nearest recorded configuration.
+ANSWERS = ("surrogate", "surrogate-table", "nearest")
 METRIC = "objective"
 TIME_ATTR = "epoch"
+
+
+def noise_clip(answers: str) -> str | None:
+    """What the surrogate clips a noisy answer to under ``--answers answers`` (None: no surrogate)."""
+    return {"surrogate": "neighbours", "surrogate-table": "table"}.get(answers)
+
+
+def surrogate(table: CurveTable, answers: str) -> Surrogate | None:
+    """The surrogate that answers under ``--answers answers`` (None: the nearest recorded configuration does)."""
+    clip = noise_clip(answers)
+    return Surrogate(table, clip=clip) if clip else None  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -343,7 +357,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--budget", type=int, required=True, help="epochs in all")
     parser.add_argument("--patience", type=int, default=3)
-    parser.add_argument("--answers", choices=("surrogate", "nearest"), default="surrogate")
+    parser.add_argument("--answers", choices=ANSWERS, default="surrogate")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     import logging
@@ -353,8 +367,9 @@ def main(argv: list[str] | None = None) -> None:
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
     table = read_table(args.table)
-    if args.answers == "surrogate":
-        answer = Surrogate(table).curve
+    answers = surrogate(table, args.answers)
+    if answers is not None:
+        answer = answers.curve
     else:
         def answer(params: dict[str, Any], draw: int) -> Any:
             return table.curve(table.nearest(params), draw)

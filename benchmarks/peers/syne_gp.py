@@ -93,14 +93,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--budget", type=int, required=True, help="epochs in all")
     parser.add_argument("--patience", type=int, default=3)
-    parser.add_argument("--answers", choices=("surrogate", "nearest"), default="surrogate")
+    parser.add_argument("--answers", choices=adapters.ANSWERS, default="surrogate")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
     table = adapters.read_table(args.table)
-    if args.answers == "surrogate":
-        answer = adapters.Surrogate(table).curve
+    answers = adapters.surrogate(table, args.answers)
+    if answers is not None:
+        answer = answers.curve
     else:
         def answer(params: dict[str, Any], draw: int) -> Any:
             return table.curve(table.nearest(params), draw)

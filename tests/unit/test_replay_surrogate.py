@@ -45,7 +45,7 @@ def test_a_proposal_between_two_configurations_gets_their_weighted_mean():
 
 
 def test_noise_is_the_recorded_seed_spread_and_is_fixed_by_the_draw():
-    surrogate = Surrogate(tiny(), k=1, noise=True)
+    surrogate = Surrogate(tiny(), k=1, noise=True, clip="table")
     params = {"learning_rate": 0.001, "optimizer": "adam"}
     first = surrogate.curve(params, 11).values
     assert surrogate.curve(params, 11).values.tolist() == first.tolist()
@@ -53,6 +53,25 @@ def test_noise_is_the_recorded_seed_spread_and_is_fixed_by_the_draw():
     # config 1 is the only repeated configuration: its two seeds give the noise
     drawn = {tuple(np.round(surrogate.curve(params, d).values, 9)) for d in range(40)}
     assert drawn == {tuple(np.round(mean + spread, 9)), tuple(np.round(mean - spread, 9))}
+
+
+def test_noise_stays_within_what_the_neighbours_recorded_seeds_reached_each_epoch():
+    surrogate = Surrogate(tiny(), k=1, noise=True)  # clip="neighbours", the default
+    repeated = {"learning_rate": 0.1, "optimizer": "adam"}  # config 1: seeds 0.5 0.7 0.9 and 0.4 0.6 0.7
+    # its mean 0.45 0.65 0.8 plus or minus its spread (0.07 0.07 0.14) lands past each seed: clipped onto it
+    drawn = {tuple(np.round(surrogate.curve(repeated, d).values, 9)) for d in range(40)}
+    assert drawn == {(0.5, 0.7, 0.9), (0.4, 0.6, 0.7)}
+    # config 0 was recorded once: no seed of its (only) neighbour strayed from its curve, so neither may noise
+    single = {"learning_rate": 0.001, "optimizer": "adam"}
+    assert {tuple(np.round(surrogate.curve(single, d).values, 9)) for d in range(40)} == {(0.2, 0.4, 0.6)}
+    # clipped to the whole table's range, a draw may be better than any seed near it ever was
+    table_wide = Surrogate(tiny(), k=1, noise=True, clip="table")
+    assert max(table_wide.curve(single, d).values[-1] for d in range(40)) > 0.6
+
+
+def test_an_unknown_clip_is_refused():
+    with pytest.raises(ValueError, match="clip: 'none' is not one of neighbours, table"):
+        Surrogate(tiny(), clip="none")  # type: ignore[arg-type]
 
 
 def test_a_left_out_configuration_is_answered_by_the_others():

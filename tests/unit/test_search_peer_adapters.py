@@ -119,6 +119,12 @@ def test_the_peer_cache_answers_the_seeds_it_keeps_and_keys_them_by_table_and_se
     bench.cached_peers(tmp_path / "cache", nowhere, tiny, seeds=[], **{**args, "concurrency": 8})
     bench.cached_peers(tmp_path / "cache", nowhere, table(configs=13, epochs=6), seeds=[], **args)
     assert len(list((tmp_path / "cache").iterdir())) == 3  # other settings, another table: other keys
+    other_surrogate = tmp_path / "surrogate.py"  # the surrogate's code changed: its answers may have too
+    other_surrogate.write_text(bench.SURROGATE.read_text() + "\n# changed\n")
+    bench.SURROGATE = other_surrogate
+    bench.cached_peers(tmp_path / "cache", nowhere, tiny, seeds=[], **args)
+    assert len(list((tmp_path / "cache").iterdir())) == 4
+    bench.SURROGATE = ROOT / "hpo" / "replay" / "surrogate.py"
 
     (where / "dehb-1.json").write_text(json.dumps({"events": kept[1], "versions": {"dehb": "0.1.3"}}))
     with pytest.raises(SystemExit, match=re.escape("dehb seed 1 ran with dehb 0.1.3, others with 0.1.2")):
@@ -167,6 +173,25 @@ def test_merge_keeps_the_first_runs_figures_adds_the_others_and_refuses_other_se
     with pytest.raises(SystemExit, match=re.escape("other.json: seeds differ from")):
         bench.merge([first, run("other", ["hpo"], "", 5.0, seeds=10, peer_seeds=10)], tmp_path / "refused.json")
     assert not (tmp_path / "refused.json").exists()
+
+
+def test_merge_refuses_runs_whose_surrogate_noise_was_clipped_otherwise(tmp_path):
+    bench = search_peers()
+
+    def run(name, **clip):
+        report = {"benchmark": "search_peers", "answers": "surrogate", "budget_x_max_epochs": 50, "patience": 3,
+                  "seeds": 40, "peer_seeds": 40, "methods": ["hpo"], "variants": "", "machine": "m",
+                  "versions": {}, "wall_s": 1.0, **clip, "tasks": {"t": {"held_out": False, "by_concurrency": {
+                      "2": {"oracle": 0.9, "methods": {"hpo": {"ratio_median": 0.5}}}}}}}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(report))
+        return path
+
+    old = run("old")  # written before noise_clip was recorded: its answers were clipped to the table's range
+    with pytest.raises(SystemExit, match=re.escape("new.json: noise_clip differ from")):
+        bench.merge([old, run("new", noise_clip="neighbours")], tmp_path / "out.json")
+    bench.merge([old, run("also_table", noise_clip="table")], tmp_path / "out.json")
+    assert json.loads((tmp_path / "out.json").read_text())["noise_clip"] == "table"
 
 
 def test_merge_marks_held_out_tasks_as_record_py_does_now_and_keeps_each_runs_marking(tmp_path):
