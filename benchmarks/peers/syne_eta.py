@@ -7,8 +7,9 @@ default reduction factor, 3) misses random + FIFO's final best on a table becaus
 (hpo's and ``random_asha``'s is 2). Each run is ``adapters.simulate`` with the same surrogate, budget,
 patience and seeds as the benchmark; only the scheduler's ``reduction_factor`` differs. Reported per
 reduction factor and trials at once: each seed's best value, the trials started, and the seeds whose best
-reached the table's highest recorded epoch value (the value the surrogate's answers are clipped to, which
-random + FIFO's final best is on most seeds of the tables where that is asked).
+reached the table's highest recorded epoch value (the value the surrogate's answers were clipped to when this
+was asked, which random + FIFO's final best was on most seeds of those tables; the surrogate is built with
+that clip, ``clip="table"``, so that the recorded answer is reproduced).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def run(table: adapters.CurveTable, seed: int, concurrency: int, eta: int, budge
                                     time_attr=adapters.TIME_ATTR, max_t=table.task.max_epochs,
                                     do_minimize=table.task.mode == "min", random_seed=seed, grace_period=1,
                                     reduction_factor=eta)
-    answer = adapters.Surrogate(table).curve
+    answer = adapters.Surrogate(table, clip="table").curve
     events = adapters.simulate(peer, table, answer, seed=seed, concurrency=concurrency, budget=budget,
                                patience=patience)
     values = np.array([v for _, _, v in events], dtype=float)
