@@ -95,7 +95,10 @@ class Surrogate:
 
     def mean_curve(self, params: dict[str, Any]) -> Curve:
         """The noise-free curve of ``params``: its neighbours' mean curves, weighted by 1 / distance²."""
-        rows, weights = self._neighbours(params)
+        return self._interpolated(*self._neighbours(params))
+
+    def _interpolated(self, rows: np.ndarray, weights: np.ndarray) -> Curve:
+        """The mean curves of the fitted ``rows``, weighted by ``weights``, epoch by epoch."""
         values = self.mean_values[rows]
         finite = ~np.isnan(values)
         share = (weights[:, None] * finite).sum(axis=0)
@@ -106,21 +109,21 @@ class Surrogate:
 
     def curve(self, params: dict[str, Any], draw: int) -> Curve:
         """A trial's curve of ``params``: :meth:`mean_curve` plus noise chosen by ``draw`` (deterministic)."""
-        curve = self.mean_curve(params)
+        rows, weights = self._neighbours(params)
+        curve = self._interpolated(rows, weights)
         if not self.noise or len(self.repeated) == 0:
             return curve
         rng = np.random.default_rng(draw)
         distance = np.abs(np.nan_to_num(self.levels - self._level(curve.values), nan=np.inf))
         pool = np.argsort(distance, kind="stable")[: self.noise_pool]
         residual = self.residuals[int(rng.choice(pool))] * (1.0 if rng.random() < 0.5 else -1.0)
-        low, high = self._range(params)
+        low, high = self._range(rows)
         return Curve(np.clip(curve.values + residual, low, high), curve.epoch_s)
 
-    def _range(self, params: dict[str, Any]) -> tuple[np.ndarray | float, np.ndarray | float]:
-        """The per-epoch bounds of a noisy curve of ``params`` (see ``clip``)."""
+    def _range(self, rows: np.ndarray) -> tuple[np.ndarray | float, np.ndarray | float]:
+        """The per-epoch bounds of a noisy curve interpolated from the fitted ``rows`` (see ``clip``)."""
         if self.clip == "table":
             return self.low, self.high
-        rows, _ = self._neighbours(params)
         low = np.fmin.reduce(self.seed_low[rows], axis=0)
         high = np.fmax.reduce(self.seed_high[rows], axis=0)
         # an epoch where every neighbour diverged: the table's range (the mean curve is NaN there anyway)
