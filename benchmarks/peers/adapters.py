@@ -84,6 +84,14 @@ def surrogate(table: CurveTable, answers: str) -> Surrogate | None:
     return Surrogate(table, clip=clip) if clip else None  # type: ignore[arg-type]
 
 
+def answerer(table: CurveTable, answers: str) -> Callable[[dict[str, Any], int], Curve]:
+    """``(params, draw) → curve`` under ``--answers answers``: the surrogate's, or the nearest recorded one's."""
+    fitted = surrogate(table, answers)
+    if fitted is not None:
+        return fitted.curve
+    return lambda params, draw: table.curve(table.nearest(params), draw)
+
+
 @dataclass(frozen=True)
 class Ask:
     """A trial a peer wants run: its key (the peer's handle), parameters, and epochs to train at most."""
@@ -367,12 +375,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
     table = read_table(args.table)
-    answers = surrogate(table, args.answers)
-    if answers is not None:
-        answer = answers.curve
-    else:
-        def answer(params: dict[str, Any], draw: int) -> Any:
-            return table.curve(table.nearest(params), draw)
+    answer = answerer(table, args.answers)
     runs: dict[str, dict[str, Events]] = {}
     for name in args.methods.split(","):
         runs[name] = {}

@@ -99,12 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
     table = adapters.read_table(args.table)
-    answers = adapters.surrogate(table, args.answers)
-    if answers is not None:
-        answer = answers.curve
-    else:
-        def answer(params: dict[str, Any], draw: int) -> Any:
-            return table.curve(table.nearest(params), draw)
+    answer = adapters.answerer(table, args.answers)
     runs: dict[str, dict[str, adapters.Events]] = {}
     for name in args.methods.split(","):
         if name not in PEERS:

@@ -31,6 +31,17 @@ def adapters():
     return module
 
 
+def test_answers_name_the_surrogate_with_its_clip_or_the_nearest_recorded_curve():
+    module, tiny = adapters(), table(configs=12, epochs=6)
+    params = tiny.params[3]
+    assert module.surrogate(tiny, "surrogate").clip == "neighbours"
+    assert module.surrogate(tiny, "surrogate-table").clip == "table"
+    assert module.surrogate(tiny, "nearest") is None
+    assert module.answerer(tiny, "nearest")(params, 0).values.tolist() == tiny.curve(3, 0).values.tolist()
+    assert module.answerer(tiny, "surrogate")(params, 5).values.tolist() == (
+        module.Surrogate(tiny).curve(params, 5).values.tolist())
+
+
 def test_the_codec_decodes_flat_samples_into_the_space_dropping_inactive_parameters():
     codec = adapters().Codec({
         "units": {"type": "int", "low": 16, "high": 64, "step": 16},
