@@ -537,14 +537,20 @@ def _finite(value: float) -> float | None:
 
 
 def parse_variants(text: str) -> dict[str, Callable[..., Events]]:
-    """``name:section.key=value,section.key=value;name2:...`` → hpo methods with those settings."""
+    """``name:section.key=value,section.key=value;name2:...`` → hpo methods with those settings.
+
+    A value is read as JSON (``0.5``, ``true``, ``null``); one that is not JSON is a string (``random``).
+    """
     methods = {}
     for part in filter(None, text.split(";")):
         name, _, settings = part.partition(":")
         values: dict[str, Any] = {}
         for pair in filter(None, settings.split(",")):
             key, _, raw = pair.partition("=")
-            values[key] = json.loads(raw) if raw not in ("true", "false") else raw == "true"
+            try:
+                values[key] = json.loads(raw)
+            except json.JSONDecodeError:
+                values[key] = raw
         algorithm = values.pop("search.algorithm", None)
         scheduler = values.pop("scheduler.type", None)
         methods[name] = hpo_method(algorithm, scheduler, values)
