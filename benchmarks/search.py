@@ -59,7 +59,7 @@ CONDITIONAL = {"momentum": {"type": "float", "low": 0.5, "high": 0.99, "when": {
 
 def sweep(
     name: str,
-    algorithm: str,
+    algorithm: str | None,
     scheduler: str,
     seed: int,
     trials: int,
@@ -72,6 +72,7 @@ def sweep(
     conditional: bool = False,
     hpo_defaults: bool = False,
 ) -> dict[str, Any]:
+    """The sweep file of one run; ``algorithm`` None leaves ``search.algorithm`` to hpo's default."""
     space = {**SPACE, **CONDITIONAL} if conditional else SPACE
     schedule = {"grace_period": 1, "reduction_factor": 3,
                 **({"bootstrap_count": bootstrap} if scheduler == "asha" else {})}
@@ -83,10 +84,10 @@ def sweep(
         "model": "hpo.models.mlp:build",
         "data": {"train": "builtin:digits", "validation_fraction": validation_fraction},
         "objective": {"metric": "val_accuracy", "mode": "max", "goal": goal},
-        "search": {"algorithm": algorithm, "num_samples": trials if algorithm != "grid" else 8,
-                   "max_concurrent": concurrent, "seed": seed,
-                   **({"startup_trials": startup} if startup and algorithm.startswith("optuna") and not hpo_defaults
-                      else {})},
+        "search": {**({"algorithm": algorithm} if algorithm else {}),
+                   "num_samples": trials if algorithm != "grid" else 8, "max_concurrent": concurrent, "seed": seed,
+                   **({"startup_trials": startup}
+                      if startup and algorithm and algorithm.startswith("optuna") and not hpo_defaults else {})},
         "scheduler": {"type": scheduler, **({} if hpo_defaults else schedule)},
         "trial": {"workers": 2, "cpus_per_worker": 0.5, "max_epochs": epochs, "batch_size_per_worker": 32,
                   "early_stopping": {"patience": epochs}},
@@ -117,17 +118,21 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     from hpo.config.sections import SchedulerConfig, SearchConfig
 
     fields = SchedulerConfig.model_fields
+    searcher = SearchConfig.model_fields["algorithm"].default if args.hpo_defaults else "optuna-tpe"
     optuna_startup = inspect.signature(TPESampler).parameters["n_startup_trials"].default  # search.startup_trials unset
     startup, bootstrap, reduction = (
         (optuna_startup, fields["bootstrap_count"].default, fields["reduction_factor"].default)
         if args.hpo_defaults else (args.startup_trials, args.bootstrap_count, 3))
+    if not searcher.startswith("optuna"):
+        startup = None  # random search has no model to start
     return {
-        "trials": args.trials, "tpe_trials": args.tpe_trials, "max_epochs": args.epochs,
+        "searcher": searcher, "trials": args.trials, "tpe_trials": args.tpe_trials, "max_epochs": args.epochs,
         "tpe_startup_trials": startup, "validation_fraction": args.validation_fraction,
         "asha_bootstrap_count": bootstrap, "asha_reduction_factor": reduction, "tpe_seed_offset": SEED_OFFSET,
         "conditional_space": args.conditional, "hpo_defaults": args.hpo_defaults,
         # None: on for TPE and GP (hpo.search.searchers); the sweep files here never set it
-        "tpe_match_budget": SearchConfig.model_fields["match_budget"].default is not False,
+        "tpe_match_budget": SearchConfig.model_fields["match_budget"].default is not False
+        and searcher.startswith("optuna"),
     }
 
 
@@ -157,6 +162,9 @@ def merge(paths: list[str], out: str) -> None:
     keys = ("trials", "tpe_trials", "max_epochs", "tpe_startup_trials", "validation_fraction",
             "asha_bootstrap_count", "asha_reduction_factor", "tpe_seed_offset", "conditional_space",
             "hpo_defaults")
+    for run in runs:
+        run.setdefault("searcher", "optuna-tpe")  # every run before the key was recorded modelled with TPE
+    keys = ("searcher", *keys)
     for run, path in zip(runs[1:], paths[1:], strict=True):
         differ = [k for k in keys if run.get(k) != runs[0].get(k)]
         if differ:
@@ -220,7 +228,7 @@ def main() -> None:
         storage = Path(scratch) / "runs"
         start_ray(num_cpus=os.cpu_count())
 
-        def run(name: str, algorithm: str, scheduler: str, seed: int, trials: int = args.trials,
+        def run(name: str, algorithm: str | None, scheduler: str, seed: int, trials: int = args.trials,
                 goal: float | None = None, concurrent: int = 1) -> list[float]:
             config = hpo.SweepConfig.model_validate(
                 sweep(name, algorithm, scheduler, seed, trials, args.epochs, args.startup_trials,
@@ -233,8 +241,10 @@ def main() -> None:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             baseline = run(f"random-fifo-{seed}", "random", "fifo", seed, concurrent=2)
             target = max(baseline)
-            # A different seed: TPE's random start-up must not replay random search's own draws.
-            tpe = run(f"tpe-asha-{seed}", "optuna-tpe", "asha", SEED_OFFSET + seed, args.tpe_trials, goal=target)
+            # A different seed: TPE's random start-up (or random search, hpo's default searcher being random)
+            # must not replay random search's own draws. --hpo-defaults: hpo's default searcher.
+            tpe = run(f"tpe-asha-{seed}", None if args.hpo_defaults else "optuna-tpe", "asha", SEED_OFFSET + seed,
+                      args.tpe_trials, goal=target)
             reached = next((i + 1 for i, v in enumerate(tpe) if v >= target), None)
             third = len(baseline) // 3
             per_seed.append({
