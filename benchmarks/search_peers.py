@@ -737,7 +737,7 @@ def merge(paths: list[Path], out: Path) -> None:
     # The fewest seeds behind any figure kept (a superseded run's seed count does not count).
     report["peer_seeds"] = min(figures["seeds"] for entry in report["tasks"].values()
                                for result in entry["by_concurrency"].values() for figures in result["methods"].values())
-    report["variants"] = ";".join(filter(None, (run.get("variants", "") for run in runs)))
+    report["variants"] = ";".join(dict.fromkeys(filter(None, (run.get("variants", "") for run in runs))))  # once each
     report["wall_s"] = round(sum(run["wall_s"] for run in runs), 1)
     holm(report)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -181,6 +181,9 @@ def test_merge_keeps_the_first_runs_figures_adds_the_others_and_refuses_other_se
     assert json.loads((tmp_path / "out.json").read_text())["peer_seeds"] == 10  # dehb's figures: 10 seeds
     bench.merge([first, second, fewer], tmp_path / "out.json")
     assert json.loads((tmp_path / "out.json").read_text())["peer_seeds"] == 10
+    split = run("split", ["hpo", "boot1"], "boot1:scheduler.bootstrap_count=1", 10.0)  # the same run, other tasks
+    bench.merge([first, split, second], tmp_path / "out.json")
+    assert json.loads((tmp_path / "out.json").read_text())["variants"] == out["variants"]  # each variant once
     with pytest.raises(SystemExit, match=re.escape("other.json: seeds differ from")):
         bench.merge([first, run("other", ["hpo"], "", 5.0, seeds=10, peer_seeds=10)], tmp_path / "refused.json")
     assert not (tmp_path / "refused.json").exists()
