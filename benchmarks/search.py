@@ -13,8 +13,10 @@ Random search's configurations do not depend on results, so its trials run two a
 epoch counts).
 TPE gets its own seed (``SEED_OFFSET + s``) so its random start-up trials do not replay random search's
 draws, and models the space after ``--startup-trials`` random trials.
-``--hpo-defaults`` runs TPE + ASHA with hpo's own defaults instead (TPE's 10 random start-up trials,
-reduction factor 2, ``bootstrap_count`` 0), and ``--conditional`` adds a conditional parameter to the space
+``--hpo-defaults`` runs hpo's own defaults instead: the sweep file leaves ``search.algorithm`` and the
+scheduler's settings out (TPE with Optuna's 10 random start-up trials, reduction factor 2,
+``bootstrap_count`` 0; the JSON records the ``searcher`` that ran), and ``--conditional`` adds a
+conditional parameter to the space
 (``momentum`` when the optimizer is SGD): the two together check the replayed search benchmark's verdict
 (``benchmarks/search_peers.py``) on real training. GP + ASHA and grid + FIFO are run once as references.
 Also recorded: each one's best accuracy after a third of random search's budget (an anytime view).

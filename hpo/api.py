@@ -47,7 +47,7 @@ def tune(
     console: Any = None,
     warm_start: str | None = None,
     warm_start_k: int = 5,
-    warm_start_mode: str = "prior",
+    warm_start_mode: str | None = None,
     overwrite: bool = False,
     progress: bool = True,
     options: RunOptions | None = None,
@@ -69,7 +69,8 @@ def tune(
             configurations seed this sweep's study.
         warm_start_k: How many of them.
         warm_start_mode: ``prior`` (their results are told to the searcher) or ``reevaluate`` (they are
-            trained again first).
+            trained again first); None: ``prior`` for ``optuna-tpe``/``optuna-gp``, ``reevaluate`` for
+            ``random``, which models nothing (``prior`` with it is a :class:`~hpo.errors.ConfigError`).
         overwrite: Start the sweep again if its name already ran in ``storage`` (drops its Optuna study);
             without it (or ``resume``) a used name is an error.
         progress: Show a live view of the trials, the estimated time left and cost (in a notebook or on a

@@ -33,15 +33,17 @@ class WarmStart:
     Attributes:
         source: The previous sweep's name (in the same storage) or its ``summary.json`` path.
         k: How many of its best configurations to take.
-        mode: ``prior`` (their results are told to the searcher) or ``reevaluate`` (trained again first).
+        mode: ``prior`` (their results are told to the searcher) or ``reevaluate`` (trained again first);
+            None: ``prior`` for a searcher that models its proposals, ``reevaluate`` for one that does not
+            (:meth:`mode_for`).
     """
 
     source: str
     k: int = 5
-    mode: WarmStartMode = "prior"
+    mode: WarmStartMode | None = None
 
     def __post_init__(self) -> None:
-        if self.mode not in WARM_START_MODES:
+        if self.mode is not None and self.mode not in WARM_START_MODES:
             raise ConfigError(f"--warm-start-mode: '{self.mode}' is not allowed; use prior or reevaluate")
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise ConfigError(f"--warm-start-k: {self.k!r} is not a positive whole number; use e.g. 5")
@@ -49,15 +51,32 @@ class WarmStart:
             raise ConfigError("--warm-start: empty; pass a previous sweep's name or its summary.json path")
 
     @classmethod
-    def from_flags(cls, source: str | None, k: int = 5, mode: str = "prior") -> WarmStart | None:
+    def from_flags(cls, source: str | None, k: int = 5, mode: str | None = None) -> WarmStart | None:
         """The warm start of ``--warm-start/-k/-mode`` (None without a source; the mode is checked anyway).
 
         Raises:
             ConfigError: For an unknown mode or a non-positive ``k``.
         """
-        if mode not in WARM_START_MODES:
+        if mode is not None and mode not in WARM_START_MODES:
             raise ConfigError(f"--warm-start-mode: '{mode}' is not allowed; use prior or reevaluate")
         return cls(source, k, mode) if source else None  # type: ignore[arg-type]
+
+    def mode_for(self, models: bool, source: str, algorithm: str) -> WarmStartMode:
+        """The mode for a searcher that models its proposals (``models``) or does not (random search).
+
+        Telling previous results to a searcher that does not model them would change nothing, so such a
+        searcher trains the previous best again first, and an explicit ``prior`` for it is an error.
+
+        Raises:
+            ConfigError: ``prior`` asked of a searcher that does not model (``source``: the sweep file).
+        """
+        if self.mode is None:
+            return "prior" if models else "reevaluate"
+        if self.mode == "prior" and not models:
+            raise ConfigError(f"{source}: search.algorithm: --warm-start-mode prior tells a model the previous "
+                              f"results, and {algorithm} does not model; use --warm-start-mode reevaluate (trains "
+                              "them again first) or set search.algorithm: optuna-tpe")
+        return self.mode
 
     def summary_path(self, storage: Storage | Path | str) -> Path:
         """The previous sweep's ``summary.json``: the path given, or sweep SOURCE's in the storage."""

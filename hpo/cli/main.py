@@ -131,8 +131,9 @@ def tune(
     ] = None,
     warm_start_k: Annotated[int, typer.Option(help="How many of the previous best configs.")] = 5,
     warm_start_mode: Annotated[
-        str, typer.Option(help="prior: use their results; reevaluate: train them again first.")
-    ] = "prior",
+        Optional[str], typer.Option(help="prior: tell the model their results; reevaluate: train them again first "
+                                         "(default: prior for optuna-tpe/-gp, reevaluate for random).")
+    ] = None,
     partition_by: Annotated[
         Optional[str], typer.Option(help="Run one sweep per value of this data column (e.g. region).")
     ] = None,

@@ -158,12 +158,14 @@ def _check_search(config: SweepConfig) -> None:
         )
     if search.kind.startup_trials:
         return
-    having = kinds.listed(name for name, kind in kinds.SEARCHERS.items() if kind.startup_trials)
+    modelled = [name for name, kind in kinds.SEARCHERS.items() if kind.startup_trials]
+    having = kinds.listed(modelled)
     for key, is_set, what in (("startup_trials", search.startup_trials is not None, "have random start-up trials"),
                               ("random_fraction", bool(search.random_fraction), "model their proposals"),
                               ("match_budget", search.match_budget, "model their proposals")):
         if is_set:
-            raise KeyedError(f"search.{key}", f"only {having} {what} (not {search.algorithm}); remove it")
+            raise KeyedError(f"search.{key}", f"only {having} {what} (not {search.algorithm}); set search.algorithm: "
+                                              f"{modelled[0]}, or remove it")
 
 
 def _check_metric(config: SweepConfig) -> None:

@@ -108,7 +108,7 @@ def test_a_toy_kind_is_a_sweep_file_value_and_hpo_derives_its_rules_from_it(toys
             "parameter categorical")
     assert error_of(base_sweep(search={"algorithm": "toy-search", "startup_trials": 3})) == (
         "s.yaml: search.startup_trials: only optuna-tpe and optuna-gp have random start-up trials (not toy-search); "
-        "remove it")
+        "set search.algorithm: optuna-tpe, or remove it")
     assert error_of(base_sweep(scheduler={"type": "toy-stop", "bootstrap_count": 2})) == (
         "s.yaml: scheduler.bootstrap_count: only the asha scheduler has it (not toy-stop); remove it or use type: asha")
     parse_sweep(base_sweep(scheduler={"type": "toy-stop", "grace_period": 50}), "s.yaml")  # no rungs: no limit
@@ -123,6 +123,9 @@ def test_warm_start_needs_a_kind_that_can_take_one(toys, tmp_path):
         _warm_points(config, RunOptions(storage=tmp_path, warm_start=WarmStart("earlier")), "s.yaml")
     assert str(info.value) == ("s.yaml: search.algorithm: --warm-start needs an Optuna-backed searcher "
                                "(optuna-tpe, optuna-gp, random), not toy-search")
+    random = parse_sweep(base_sweep(search={"algorithm": "random"}), "s.yaml")  # prior would tell it nothing
+    with pytest.raises(ConfigError, match=r"^s\.yaml: search\.algorithm: --warm-start-mode prior tells a model"):
+        _warm_points(random, RunOptions(storage=tmp_path, warm_start=WarmStart("earlier", mode="prior")), "s.yaml")
 
 
 def test_preflight_names_the_extra_a_kind_needs(tmp_path, write_sweep):

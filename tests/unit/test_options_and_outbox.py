@@ -24,12 +24,23 @@ def test_an_unknown_warm_start_mode_is_a_config_error_not_a_silent_default():
         WarmStart("prev", k=0)
 
 
+def test_the_warm_start_mode_follows_the_searcher_and_prior_is_refused_where_nothing_models():
+    assert WarmStart("prev").mode_for(True, "s.yaml", "optuna-tpe") == "prior"
+    assert WarmStart("prev").mode_for(False, "s.yaml", "random") == "reevaluate"
+    assert WarmStart("prev", mode="reevaluate").mode_for(True, "s.yaml", "optuna-tpe") == "reevaluate"
+    with pytest.raises(ConfigError) as info:
+        WarmStart("prev", mode="prior").mode_for(False, "s.yaml", "random")
+    assert str(info.value) == (
+        "s.yaml: search.algorithm: --warm-start-mode prior tells a model the previous results, and random does not "
+        "model; use --warm-start-mode reevaluate (trains them again first) or set search.algorithm: optuna-tpe")
+
+
 def test_run_options_are_frozen_and_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     options = RunOptions("runs", warm_start=WarmStart.from_flags("daily", 2))
     assert options.storage == Storage("local", str(tmp_path / "runs"), (), tmp_path / "runs")
     assert options.sweep_dir("s") == tmp_path / "runs" / "s"
-    assert options.warm_start == WarmStart("daily", 2, "prior")
+    assert options.warm_start == WarmStart("daily", 2, None)  # the mode follows the searcher (mode_for)
     assert options.warm_start.summary_path(options.storage) == tmp_path / "runs" / "daily" / "summary.json"
     assert options.warm_start.for_partition("eu").source == "daily-eu"
     assert WarmStart("/x/summary.json").for_partition("eu").source == "/x/summary.json"

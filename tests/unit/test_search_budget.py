@@ -267,7 +267,8 @@ def test_random_fraction_only_for_model_based_samplers():
     with pytest.raises(ConfigError) as info:
         sweep(random_fraction=0.3)
     assert str(info.value) == (
-        "s.yaml: search.random_fraction: only optuna-tpe and optuna-gp model their proposals (not random); remove it"
+        "s.yaml: search.random_fraction: only optuna-tpe and optuna-gp model their proposals (not random); "
+        "set search.algorithm: optuna-tpe, or remove it"
     )
 
 
@@ -286,7 +287,8 @@ def test_match_budget_only_for_model_based_samplers():
     with pytest.raises(ConfigError) as info:
         sweep(match_budget=True)
     assert str(info.value) == (
-        "s.yaml: search.match_budget: only optuna-tpe and optuna-gp model their proposals (not random); remove it"
+        "s.yaml: search.match_budget: only optuna-tpe and optuna-gp model their proposals (not random); "
+        "set search.algorithm: optuna-tpe, or remove it"
     )
     assert sweep().search.match_budget is None and sweep(match_budget=False).search.match_budget is False
 

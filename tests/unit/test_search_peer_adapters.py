@@ -243,11 +243,12 @@ def test_holm_adjusts_each_figures_tests_as_one_family():
 def test_variants_read_json_values_and_take_any_other_value_as_a_string():
     bench = search_peers()
     tiny = table(configs=12, epochs=8)
-    methods = bench.parse_variants("r3:search.algorithm=random,scheduler.reduction_factor=3;nomatch:"
-                                   "search.match_budget=false,search.random_fraction=0.5")
-    assert list(methods) == ["r3", "nomatch"]
+    methods = bench.parse_variants("r3:search.algorithm=random,scheduler.reduction_factor=3;tpe:"
+                                   "search.algorithm=optuna-tpe,search.match_budget=false,search.random_fraction=0.5")
+    assert list(methods) == ["r3", "tpe"]
     expected = {"r3": bench.hpo_method("random", None, {"scheduler.reduction_factor": 3}),
-                "nomatch": bench.hpo_method(None, None, {"search.match_budget": False, "search.random_fraction": 0.5})}
+                "tpe": bench.hpo_method("optuna-tpe", None,
+                                        {"search.match_budget": False, "search.random_fraction": 0.5})}
     for name, method in methods.items():
         assert method(tiny, None, 5, 2, 60, 3) == expected[name](tiny, None, 5, 2, 60, 3)
     assert methods["r3"](tiny, None, 5, 2, 60, 3) != bench.METHODS["random_asha"](tiny, None, 5, 2, 60, 3)
