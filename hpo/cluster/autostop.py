@@ -152,12 +152,21 @@ class Watcher:
 
 
 def write_status(store: QueueStore, data: dict[str, object]) -> None:
-    """Writes ``STORAGE/_cluster/autostop.json``."""
+    """Writes ``STORAGE/_cluster/autostop.json``, whole: a reader sees the last status or this one, never half.
+
+    On a local storage it goes through a temporary file and a rename; an object store's put is whole already.
+    """
+    from hpo.storage import write_text_atomic
+
+    text = json.dumps(data, indent=1)
+    if not store.storage.remote:
+        write_text_atomic(Path(store.storage.root, *STATUS_PATH), text)
+        return
     fs, base = store.storage.filesystem()
     path = "/".join([base, *STATUS_PATH])
     fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
     with fs.open_output_stream(path) as out:
-        out.write(json.dumps(data, indent=1).encode())
+        out.write(text.encode())
 
 
 def read_status(store: QueueStore) -> dict[str, object] | None:

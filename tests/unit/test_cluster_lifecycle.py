@@ -283,3 +283,29 @@ def test_up_waits_only_for_a_teardown_that_is_under_way(tmp_path):
     assert not _tearing_down(store)
     write_status(store, {"state": "counting", "teardown_started_at": time.time()})
     assert not _tearing_down(store)
+
+
+def test_the_status_file_is_never_seen_half_written(tmp_path):
+    from hpo.cluster.autostop import STATUS_PATH, write_status
+
+    store = QueueStore(tmp_path)
+    path = tmp_path.joinpath(*STATUS_PATH)
+    write_status(store, {"state": "idle", "n": 0})
+    done, seen, torn = threading.Event(), [], []
+
+    def read() -> None:
+        while not done.is_set():
+            text = path.read_text()
+            try:
+                seen.append(json.loads(text)["n"])
+            except ValueError:
+                torn.append(text)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    for n in range(1, 400):
+        write_status(store, {"state": "busy", "n": n, "pad": "x" * 4000})
+    done.set()
+    reader.join()
+    assert not torn and seen and read_status(store)["n"] == 399
+    assert sorted(p.name for p in path.parent.iterdir()) == ["autostop.json"]  # no temporary file left
