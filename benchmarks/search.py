@@ -243,8 +243,8 @@ def main() -> None:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             baseline = run(f"random-fifo-{seed}", "random", "fifo", seed, concurrent=2)
             target = max(baseline)
-            # A different seed: TPE's random start-up (or random search, hpo's default searcher being random)
-            # must not replay random search's own draws. --hpo-defaults: hpo's default searcher.
+            # A different seed: the model side's random draws (TPE's start-up trials) must not replay random
+            # search's own. --hpo-defaults: hpo's default searcher.
             tpe = run(f"tpe-asha-{seed}", None if args.hpo_defaults else "optuna-tpe", "asha", SEED_OFFSET + seed,
                       args.tpe_trials, goal=target)
             reached = next((i + 1 for i, v in enumerate(tpe) if v >= target), None)
