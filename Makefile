@@ -58,7 +58,7 @@ test-fast: install-dev
 	$(TEST_ENV) $(BIN)/python -m pytest -q -n 2 tests/unit
 
 lint: install-dev
-	$(BIN)/ruff check hpo tests benchmarks search_spaces
+	$(BIN)/ruff check hpo tests benchmarks search_spaces notebooks
 
 bench: install-dev
 	$(BIN)/python benchmarks/overhead.py

@@ -99,6 +99,8 @@ def sweep(
 
 #: TPE runs with seed SEED_OFFSET + s against random search's seed s.
 SEED_OFFSET = 1000
+#: The model side's searcher without --hpo-defaults (and of every run recorded before ``searcher`` was).
+MODEL_SEARCHER = "optuna-tpe"
 #: The issue's target: TPE + ASHA reaches B within this share of random search's epochs.
 TARGET = 0.33
 
@@ -120,7 +122,7 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     from hpo.config.sections import SchedulerConfig, SearchConfig
 
     fields = SchedulerConfig.model_fields
-    searcher = SearchConfig.model_fields["algorithm"].default if args.hpo_defaults else "optuna-tpe"
+    searcher = SearchConfig.model_fields["algorithm"].default if args.hpo_defaults else MODEL_SEARCHER
     optuna_startup = inspect.signature(TPESampler).parameters["n_startup_trials"].default  # search.startup_trials unset
     startup, bootstrap, reduction = (
         (optuna_startup, fields["bootstrap_count"].default, fields["reduction_factor"].default)
@@ -165,7 +167,7 @@ def merge(paths: list[str], out: str) -> None:
             "asha_bootstrap_count", "asha_reduction_factor", "tpe_seed_offset", "conditional_space",
             "hpo_defaults")
     for run in runs:
-        run.setdefault("searcher", "optuna-tpe")  # every run before the key was recorded modelled with TPE
+        run.setdefault("searcher", MODEL_SEARCHER)  # every run before the key was recorded modelled with TPE
     keys = ("searcher", *keys)
     for run, path in zip(runs[1:], paths[1:], strict=True):
         differ = [k for k in keys if run.get(k) != runs[0].get(k)]
@@ -245,7 +247,7 @@ def main() -> None:
             target = max(baseline)
             # A different seed: the model side's random draws (TPE's start-up trials) must not replay random
             # search's own. --hpo-defaults: hpo's default searcher.
-            tpe = run(f"tpe-asha-{seed}", None if args.hpo_defaults else "optuna-tpe", "asha", SEED_OFFSET + seed,
+            tpe = run(f"tpe-asha-{seed}", None if args.hpo_defaults else MODEL_SEARCHER, "asha", SEED_OFFSET + seed,
                       args.tpe_trials, goal=target)
             reached = next((i + 1 for i, v in enumerate(tpe) if v >= target), None)
             third = len(baseline) // 3

@@ -9,10 +9,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from hpo.errors import ConfigError
 from hpo.storage import DEFAULT_STORAGE, Storage
+
+if TYPE_CHECKING:
+    from hpo.config.sections import SearchConfig
 
 __all__ = ["DEFAULT_STORAGE", "SUMMARY_FILE", "RunOptions", "Storage", "WarmStart", "summary_path"]
 #: The file every finished sweep leaves in ``STORAGE/NAME/``.
@@ -61,8 +64,8 @@ class WarmStart:
             raise ConfigError(f"--warm-start-mode: '{mode}' is not allowed; use prior or reevaluate")
         return cls(source, k, mode) if source else None  # type: ignore[arg-type]
 
-    def mode_for(self, models: bool, source: str, algorithm: str) -> WarmStartMode:
-        """The mode for a searcher that models its proposals (``models``) or does not (random search).
+    def mode_for(self, search: SearchConfig, source: str) -> WarmStartMode:
+        """The mode for ``search``'s searcher: one that models its proposals (TPE, GP) or not (random search).
 
         Telling previous results to a searcher that does not model them would change nothing, so such a
         searcher trains the previous best again first, and an explicit ``prior`` for it is an error.
@@ -70,12 +73,13 @@ class WarmStart:
         Raises:
             ConfigError: ``prior`` asked of a searcher that does not model (``source``: the sweep file).
         """
+        models = search.kind.startup_trials
         if self.mode is None:
             return "prior" if models else "reevaluate"
         if self.mode == "prior" and not models:
             raise ConfigError(f"{source}: search.algorithm: --warm-start-mode prior tells a model the previous "
-                              f"results, and {algorithm} does not model; use --warm-start-mode reevaluate (trains "
-                              "them again first) or set search.algorithm: optuna-tpe")
+                              f"results, and {search.algorithm} does not model; use --warm-start-mode reevaluate "
+                              "(trains them again first) or set search.algorithm: optuna-tpe")
         return self.mode
 
     def summary_path(self, storage: Storage | Path | str) -> Path:

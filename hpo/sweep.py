@@ -265,7 +265,7 @@ def _warm_points(config: SweepConfig, options: RunOptions, source: str) -> list[
             f"{source}: search.algorithm: --warm-start needs an Optuna-backed searcher ({able}), "
             f"not {config.search.algorithm}"
         )
-    warm.mode_for(config.search.kind.startup_trials, source, config.search.algorithm)  # refused before any work
+    warm.mode_for(config.search, source)  # refused before any work
     from hpo.search import previous_best
 
     return previous_best(warm.summary_path(options.storage), config, warm.k)

@@ -60,8 +60,7 @@ def build_tuner(
         )
         compat.set_tuner_callbacks(tuner, callbacks)  # this run's console and tracker, not the pickled ones
         return tuner
-    mode = (options.warm_start.mode_for(config.search.kind.startup_trials, config.name, config.search.algorithm)
-            if options.warm_start else "prior")
+    mode = options.warm_start.mode_for(config.search, config.name) if options.warm_start else "prior"
     return tune.Tuner(
         trainable,
         param_space=search.SearchSpace(config).param_space(),

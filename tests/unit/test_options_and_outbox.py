@@ -7,12 +7,16 @@ from pathlib import Path
 import pytest
 
 import hpo
+from hpo.config.sections import SearchConfig
 from hpo.errors import ConfigError
 from hpo.options import RunOptions, Storage, WarmStart
 from hpo.tracking import free_port
 from hpo.tracking.outbox import Outbox
 from hpo.tracking.transport import TrackingError, is_connection_error
 from tests.conftest import base_sweep
+
+TPE = SearchConfig(algorithm="optuna-tpe")
+RANDOM = SearchConfig(algorithm="random")
 
 
 def test_an_unknown_warm_start_mode_is_a_config_error_not_a_silent_default():
@@ -25,11 +29,11 @@ def test_an_unknown_warm_start_mode_is_a_config_error_not_a_silent_default():
 
 
 def test_the_warm_start_mode_follows_the_searcher_and_prior_is_refused_where_nothing_models():
-    assert WarmStart("prev").mode_for(True, "s.yaml", "optuna-tpe") == "prior"
-    assert WarmStart("prev").mode_for(False, "s.yaml", "random") == "reevaluate"
-    assert WarmStart("prev", mode="reevaluate").mode_for(True, "s.yaml", "optuna-tpe") == "reevaluate"
+    assert WarmStart("prev").mode_for(TPE, "s.yaml") == "prior"
+    assert WarmStart("prev").mode_for(RANDOM, "s.yaml") == "reevaluate"
+    assert WarmStart("prev", mode="reevaluate").mode_for(TPE, "s.yaml") == "reevaluate"
     with pytest.raises(ConfigError) as info:
-        WarmStart("prev", mode="prior").mode_for(False, "s.yaml", "random")
+        WarmStart("prev", mode="prior").mode_for(RANDOM, "s.yaml")
     assert str(info.value) == (
         "s.yaml: search.algorithm: --warm-start-mode prior tells a model the previous results, and random does not "
         "model; use --warm-start-mode reevaluate (trains them again first) or set search.algorithm: optuna-tpe")
