@@ -73,8 +73,12 @@ def sweep(
     bootstrap: int = 0,
     conditional: bool = False,
     hpo_defaults: bool = False,
+    random_fraction: float | None = None,
 ) -> dict[str, Any]:
-    """The sweep file of one run; ``algorithm`` None leaves ``search.algorithm`` to hpo's default."""
+    """The sweep file of one run; ``algorithm`` None leaves ``search.algorithm`` to hpo's default.
+
+    ``random_fraction``: ``search.random_fraction`` of a model-based searcher (None: hpo's default).
+    """
     space = {**SPACE, **CONDITIONAL} if conditional else SPACE
     schedule = {"grace_period": 1, "reduction_factor": 3,
                 **({"bootstrap_count": bootstrap} if scheduler == "asha" else {})}
@@ -89,7 +93,8 @@ def sweep(
         "search": {**({"algorithm": algorithm} if algorithm else {}),
                    "num_samples": trials if algorithm != "grid" else 8, "max_concurrent": concurrent, "seed": seed,
                    **({"startup_trials": startup}
-                      if startup and algorithm and algorithm.startswith("optuna") and not hpo_defaults else {})},
+                      if startup and algorithm and algorithm.startswith("optuna") and not hpo_defaults else {}),
+                   **({"random_fraction": random_fraction} if random_fraction is not None else {})},
         "scheduler": {"type": scheduler, **({} if hpo_defaults else schedule)},
         "trial": {"workers": 2, "cpus_per_worker": 0.5, "max_epochs": epochs, "batch_size_per_worker": 32,
                   "early_stopping": {"patience": epochs}},
@@ -127,13 +132,16 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     startup, bootstrap, reduction = (
         (optuna_startup, fields["bootstrap_count"].default, fields["reduction_factor"].default)
         if args.hpo_defaults else (args.startup_trials, args.bootstrap_count, 3))
+    random_fraction = (args.random_fraction if args.random_fraction is not None
+                       else SearchConfig.model_fields["random_fraction"].default)
     if not searcher.startswith("optuna"):
-        startup = None  # random search has no model to start
+        startup = random_fraction = None  # random search has no model to start or to interleave with
     return {
         "searcher": searcher, "trials": args.trials, "tpe_trials": args.tpe_trials, "max_epochs": args.epochs,
         "tpe_startup_trials": startup, "validation_fraction": args.validation_fraction,
         "asha_bootstrap_count": bootstrap, "asha_reduction_factor": reduction, "tpe_seed_offset": SEED_OFFSET,
         "conditional_space": args.conditional, "hpo_defaults": args.hpo_defaults,
+        "tpe_random_fraction": random_fraction,
         # None: on for TPE and GP (hpo.search.searchers); the sweep files here never set it
         "tpe_match_budget": SearchConfig.model_fields["match_budget"].default is not False
         and searcher.startswith("optuna"),
@@ -168,7 +176,8 @@ def merge(paths: list[str], out: str) -> None:
             "hpo_defaults")
     for run in runs:
         run.setdefault("searcher", MODEL_SEARCHER)  # every run before the key was recorded modelled with TPE
-    keys = ("searcher", *keys)
+        run.setdefault("tpe_random_fraction", 0.0 if run["searcher"].startswith("optuna") else None)  # the default then
+    keys = ("searcher", "tpe_random_fraction", *keys)
     for run, path in zip(runs[1:], paths[1:], strict=True):
         differ = [k for k in keys if run.get(k) != runs[0].get(k)]
         if differ:
@@ -212,6 +221,8 @@ def main() -> None:
                         help="add momentum, searched only when the optimizer is sgd, to the space")
     parser.add_argument("--hpo-defaults", action="store_true",
                         help="TPE + ASHA with hpo's defaults (10 start-up trials, reduction 2, bootstrap 0)")
+    parser.add_argument("--random-fraction", type=float, default=None,
+                        help="search.random_fraction of the model side (default: hpo's)")
     parser.add_argument("--skip-references", action="store_true", help="do not run GP + ASHA and grid + FIFO")
     parser.add_argument("--merge", nargs="+", metavar="JSON",
                         help="write one report from earlier runs over different seeds instead of running")
@@ -233,11 +244,11 @@ def main() -> None:
         start_ray(num_cpus=os.cpu_count())
 
         def run(name: str, algorithm: str | None, scheduler: str, seed: int, trials: int = args.trials,
-                goal: float | None = None, concurrent: int = 1) -> list[float]:
+                goal: float | None = None, concurrent: int = 1, random_fraction: float | None = None) -> list[float]:
             config = hpo.SweepConfig.model_validate(
                 sweep(name, algorithm, scheduler, seed, trials, args.epochs, args.startup_trials,
                       args.validation_fraction, goal, concurrent, args.bootstrap_count, args.conditional,
-                      args.hpo_defaults)
+                      args.hpo_defaults, random_fraction)
             )
             hpo.tune(config, storage=storage)
             return epochs_in_order(storage, name)
@@ -248,7 +259,7 @@ def main() -> None:
             # A different seed: the model side's random draws (TPE's start-up trials) must not replay random
             # search's own. --hpo-defaults: hpo's default searcher.
             tpe = run(f"tpe-asha-{seed}", None if args.hpo_defaults else MODEL_SEARCHER, "asha", SEED_OFFSET + seed,
-                      args.tpe_trials, goal=target)
+                      args.tpe_trials, goal=target, random_fraction=args.random_fraction)
             reached = next((i + 1 for i, v in enumerate(tpe) if v >= target), None)
             third = len(baseline) // 3
             per_seed.append({

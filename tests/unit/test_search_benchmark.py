@@ -43,7 +43,7 @@ def test_without_hpo_defaults_the_model_side_is_tpe_with_its_own_start_up_and_as
 
 def test_the_settings_name_the_searcher_and_merge_reads_an_older_run_as_tpe(bench, tmp_path):
     args = argparse.Namespace(hpo_defaults=True, trials=12, tpe_trials=30, epochs=9, startup_trials=4,
-                              validation_fraction=0.2, bootstrap_count=1, conditional=True)
+                              validation_fraction=0.2, bootstrap_count=1, conditional=True, random_fraction=None)
     settings = bench.settings(args)
     assert settings["searcher"] == SearchConfig().algorithm
     assert settings["tpe_match_budget"] == settings["searcher"].startswith("optuna")
@@ -63,3 +63,26 @@ def test_the_settings_name_the_searcher_and_merge_reads_an_older_run_as_tpe(benc
     with pytest.raises(SystemExit, match="searcher differ"):
         bench.merge([tpe, random], str(tmp_path / "refused.json"))
     assert not (tmp_path / "refused.json").exists()
+
+
+def test_a_random_fraction_goes_to_the_model_side_only_and_is_recorded(bench, tmp_path):
+    data = bench.sweep("m", None, "asha", 1000, 30, 9, hpo_defaults=True, random_fraction=0.5)
+    assert hpo.SweepConfig.model_validate(data).search.random_fraction == 0.5
+    assert "random_fraction" not in bench.sweep("b", "random", "fifo", 0, 12, 9)["search"]  # the baseline
+    args = argparse.Namespace(hpo_defaults=True, trials=12, tpe_trials=30, epochs=9, startup_trials=4,
+                              validation_fraction=0.2, bootstrap_count=0, conditional=True, random_fraction=0.5)
+    settings = bench.settings(args)
+    assert settings["tpe_random_fraction"] == (0.5 if settings["searcher"].startswith("optuna") else None)
+    row = {"seed": 0, "ratio": 0.5, "best_after_third": {"random_fifo": 0.9, "tpe_asha": 0.95}}
+    paths = []
+    for i, fraction in enumerate((0.5, "older", 0.0)):
+        run = {"task": "t", "when": "w", "wall_s": 1.0, "seeds": 1, "first_seed": i, **settings,
+               "searcher": "optuna-tpe", "per_seed": [{**row, "seed": i}], "tpe_random_fraction": fraction}
+        if fraction == "older":
+            del run["tpe_random_fraction"]  # recorded before the key was: the default then, 0
+        paths.append(tmp_path / f"{i}.json")
+        paths[-1].write_text(json.dumps(run))
+    with pytest.raises(SystemExit, match="tpe_random_fraction differ"):
+        bench.merge([str(paths[0]), str(paths[1])], str(tmp_path / "refused.json"))
+    bench.merge([str(paths[1]), str(paths[2])], str(tmp_path / "out.json"))
+    assert json.loads((tmp_path / "out.json").read_text())["tpe_random_fraction"] == 0.0
