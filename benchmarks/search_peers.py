@@ -637,7 +637,7 @@ def main() -> None:
         "benchmark": "search_peers", "answers": args.answers, "noise_clip": noise_clip(args.answers),
         "seeds": len(seeds), "peer_seeds": len(peer_seeds),
         "budget_x_max_epochs": args.budget, "patience": args.patience, "methods": [*methods, *venv],
-        "variants": args.variants, "machine": args.machine,
+        "variants": args.variants, "machine": args.machine, "hpo_defaults": hpo_defaults(),
         "versions": {"optuna": _version("optuna"), "ray": _version("ray")}, "tasks": {}}
     not_run = []
     runners = {ADAPTERS: args.peers_python, SYNE_GP: args.syne_gp_python}
@@ -715,6 +715,9 @@ def merge(paths: list[Path], out: Path) -> None:
     keys = ("answers", "noise_clip", "budget_x_max_epochs", "patience", "seeds")
     for run in runs:  # a run from before noise_clip was recorded clipped to the table's range
         run.setdefault("noise_clip", "table" if run["answers"] == "surrogate" else None)
+    recorded = [run for run in runs if "hpo_defaults" in run]  # runs before it was recorded are not checked
+    if any(run["hpo_defaults"] != recorded[0]["hpo_defaults"] for run in recorded):
+        raise SystemExit("error: the runs' hpo_defaults differ; merge runs of the same defaults")
     for run, path in zip(runs[1:], paths[1:], strict=True):
         differ = [k for k in keys if run[k] != runs[0][k]]
         if differ:
@@ -724,6 +727,7 @@ def merge(paths: list[Path], out: Path) -> None:
         report["merged_from"].append({"file": path.name, "methods": run["methods"], "tasks": list(run["tasks"]),
                                       "held_out": [t for t, e in run["tasks"].items() if e["held_out"]],
                                       "variants": run.get("variants", ""), "peer_seeds": run["peer_seeds"],
+                                      "hpo_defaults": run.get("hpo_defaults"),
                                       "wall_s": run["wall_s"], "machine": run["machine"]})
         report["methods"] += [m for m in run["methods"] if m not in report["methods"]]
         report["versions"].update(run["versions"])
@@ -743,6 +747,16 @@ def merge(paths: list[Path], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {out} from {len(paths)} runs")
+
+
+def hpo_defaults() -> dict[str, Any]:
+    """What the ``hpo`` method ran: hpo's default searcher and scheduler settings when the run was made."""
+    from hpo.config.sections import SchedulerConfig, SearchConfig
+
+    search, scheduler = SearchConfig(), SchedulerConfig()
+    return {"searcher": search.algorithm, "random_fraction": search.random_fraction,
+            "match_budget": search.match_budget is not False, "scheduler": scheduler.type,
+            "grace_period": scheduler.grace_period, "reduction_factor": scheduler.reduction_factor}
 
 
 def _version(package: str) -> str:

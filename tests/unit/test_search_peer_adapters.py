@@ -208,6 +208,30 @@ def test_merge_refuses_runs_whose_surrogate_noise_was_clipped_otherwise(tmp_path
     assert json.loads((tmp_path / "out.json").read_text())["noise_clip"] == "table"
 
 
+def test_a_run_records_what_hpo_meant_and_merge_refuses_runs_of_other_defaults(tmp_path):
+    bench = search_peers()
+    from hpo import kinds
+
+    now = bench.hpo_defaults()
+    assert now["searcher"] == kinds.DEFAULT_SEARCHER and now["scheduler"] == kinds.DEFAULT_SCHEDULER
+    assert (now["random_fraction"], now["match_budget"]) == (0.0, True)
+
+    def run(name, **defaults):
+        report = {"benchmark": "search_peers", "answers": "surrogate", "noise_clip": "neighbours",
+                  "budget_x_max_epochs": 50, "patience": 3, "seeds": 40, "peer_seeds": 40, "methods": ["hpo"],
+                  "variants": "", "machine": "m", "versions": {}, "wall_s": 1.0, **defaults,
+                  "tasks": {"t": {"held_out": False, "by_concurrency": {"2": {"methods": {"hpo": {}}}}}}}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(report))
+        return path
+
+    other = {**now, "random_fraction": 0.25}
+    with pytest.raises(SystemExit, match="hpo_defaults differ"):
+        bench.merge([run("now", hpo_defaults=now), run("other", hpo_defaults=other)], tmp_path / "out.json")
+    bench.merge([run("older"), run("now", hpo_defaults=now)], tmp_path / "out.json")  # older: not recorded
+    assert [m["hpo_defaults"] for m in json.loads((tmp_path / "out.json").read_text())["merged_from"]] == [None, now]
+
+
 def test_merge_marks_held_out_tasks_as_record_py_does_now_and_keeps_each_runs_marking(tmp_path):
     bench = search_peers()
     from record import TASKS
