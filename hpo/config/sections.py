@@ -208,7 +208,7 @@ class SearchConfig(FrozenModel):
     random_fraction: float = Field(default=0.0, ge=0, lt=1, strict=True)
     #: TPE / GP only: the model learns from the trials compared at one budget, the largest epoch enough trials
     #: reached (as BOHB), not from finished trials ranked above stopped ones (:mod:`hpo.search.matched`);
-    #: None: on for TPE and GP (chosen on the search benchmark, docs/search.md), false: Optuna's own ranking.
+    #: None: on for TPE and GP (chosen on the search benchmark, docs/search-benchmark.md), false: Optuna's own ranking.
     match_budget: bool | None = Field(default=None, strict=True)
     #: The sweep whose best configurations this one re-runs with new seeds (set by ``hpo repeat``).
     repeat_of: str | None = Field(default=None, min_length=1, max_length=200)
