@@ -57,6 +57,8 @@ def losses(report: dict[str, Any], method: str, peers: list[str], alpha: float =
     """
     from scipy.stats import wilcoxon
 
+    from hpo.stats import holm
+
     found = Losses(method)
     tested: list[tuple[float, str, str, str, str, float, float]] = []
     for task, entry in report["tasks"].items():
@@ -83,16 +85,14 @@ def losses(report: dict[str, Any], method: str, peers: list[str], alpha: float =
                                    sum(b for _, b in pairs) / len(pairs)))
     if not found.cells:
         raise KeyError(f"{method} is in no cell of the report")
-    tested.sort()
     found.tests = len(tested)
-    running = 0.0
-    for rank, (p, task, concurrency, budget, peer, a, b) in enumerate(tested):
-        running = max(running, min(1.0, (len(tested) - rank) * p))
+    adjusted = holm({i: test[0] for i, test in enumerate(tested)})
+    for i, (p, task, concurrency, budget, peer, a, b) in sorted(enumerate(tested), key=lambda it: it[1]):
         if b >= a or p >= alpha:
             continue
-        loss = Loss(task, concurrency, budget, peer, round(a, 4), round(b, 4), round(p, 4), round(running, 4))
+        loss = Loss(task, concurrency, budget, peer, round(a, 4), round(b, 4), round(p, 4), round(adjusted[i], 4))
         found.raw.append(loss)
-        if running < alpha:
+        if adjusted[i] < alpha:
             found.holm.append(loss)
     return found
 

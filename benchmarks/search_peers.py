@@ -86,6 +86,7 @@ import hpo  # noqa: E402
 from hpo.progress.stopping import Rules, State, advance, higher_is_better  # noqa: E402
 from hpo.replay import CurveTable, Surrogate, replay_sweep  # noqa: E402
 from hpo.replay.sweep import ITERATION  # noqa: E402
+from hpo.stats import holm as holm_adjust  # noqa: E402
 from hpo.tracking.store import cache_root  # noqa: E402
 
 FRACTIONS = (0.25, 0.5, 1.0)
@@ -525,11 +526,9 @@ def holm(report: dict[str, Any]) -> None:
         found = [(figures, figures[f"hpo_vs_this_{test}_p"])
                  for entry in report["tasks"].values() for result in entry["by_concurrency"].values()
                  for figures in result["methods"].values() if figures.get(f"hpo_vs_this_{test}_p") is not None]
-        found.sort(key=lambda pair: pair[1])
-        running = 0.0
-        for rank, (figures, p) in enumerate(found):
-            running = max(running, min(1.0, (len(found) - rank) * p))
-            figures[f"hpo_vs_this_{test}_holm_p"] = round(running, 4)
+        adjusted = holm_adjust({i: p for i, (_, p) in enumerate(found)})
+        for i, (figures, _) in enumerate(found):
+            figures[f"hpo_vs_this_{test}_holm_p"] = round(adjusted[i], 4)
 
 
 def _finite(value: float) -> float | None:
