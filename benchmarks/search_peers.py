@@ -480,7 +480,7 @@ def run_task(table: CurveTable, answers: Surrogate | None, seeds: list[int], con
                                          **{f"regret_{int(f * 100)}": round(float(r["regret"][f]), 4) + 0.0
                                             for f in FRACTIONS}}
                              for seed, r in per_seed.items()}
-        if name != "hpo":
+        if name != "hpo" and "hpo" in rows:  # a run of other methods only (merged later) has no hpo to test against
             common = [s for s in per_seed if s in rows["hpo"]]
             first = [_to_b(rows["hpo"][s]) for s in common]
             then = [_to_b(per_seed[s]) for s in common]
