@@ -157,11 +157,15 @@ def _check_search(config: SweepConfig) -> None:
             f"would run fewer repeats than asked; use a multiple of {search.repeats}",
         )
     if search.kind.startup_trials:
+        if search.random_after and not search.random_fraction:
+            raise KeyedError("search.random_after", "has no effect with search.random_fraction 0 (no trial is random); "
+                                                    "set search.random_fraction, or remove it")
         return
     modelled = [name for name, kind in kinds.SEARCHERS.items() if kind.startup_trials]
     having = kinds.listed(modelled)
     for key, is_set, what in (("startup_trials", search.startup_trials is not None, "have random start-up trials"),
                               ("random_fraction", bool(search.random_fraction), "model their proposals"),
+                              ("random_after", bool(search.random_after), "model their proposals"),
                               ("match_budget", search.match_budget, "model their proposals")):
         if is_set:
             raise KeyedError(f"search.{key}", f"only {having} {what} (not {search.algorithm}); set search.algorithm: "

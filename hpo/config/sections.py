@@ -206,6 +206,9 @@ class SearchConfig(FrozenModel):
     #: TPE / GP only: the share of trials proposed at random instead of by the model (BOHB's
     #: ``random_fraction``, SMAC's random interleaving); 0: every trial after the start-up ones is modelled.
     random_fraction: float = Field(default=0.0, ge=0, lt=1, strict=True)
+    #: TPE / GP only: the first this many trials are never proposed at random (``random_fraction`` applies
+    #: from trial number ``random_after`` on), so a short sweep is the model's alone; 0: from the first trial.
+    random_after: int = Field(default=0, ge=0, le=INT_MAX, strict=True)
     #: TPE / GP only: the model learns from the trials compared at one budget, the largest epoch enough trials
     #: reached (as BOHB), not from finished trials ranked above stopped ones (:mod:`hpo.search.matched`);
     #: None: on for TPE and GP (chosen on the search benchmark, docs/search-benchmark.md), false: Optuna's own ranking.

@@ -4,6 +4,8 @@ A model-based sampler (TPE, GP) proposes where its model of the trials so far sa
 trials drawn at random keeps it from spending the sweep in one region its first trials happened to favour,
 as BOHB (its ``random_fraction``) and SMAC (random interleaving) do. Which trials are random is fixed by the
 study's seed and the trial's number, so a sweep with a seed, replayed or resumed, makes the same choices.
+``search.random_after: N`` keeps the first N trials the model's (its own start-up trials among them): a
+short sweep is then the model's alone, and the random share begins once the sweep is long enough to afford it.
 """
 
 from __future__ import annotations
@@ -27,18 +29,24 @@ class RandomInterleaved(SamplerWrapper):
         model: The model-based sampler (its own random start-up trials still come first).
         fraction: The share of trials proposed at random, in [0, 1).
         seed: Fixes which trials are random and their parameters; None: drawn once per sampler.
+        after: Trials numbered below it are never random (0: the share applies from the first trial).
     """
 
-    def __init__(self, model: BaseSampler, fraction: float, seed: int | None = None) -> None:
+    def __init__(self, model: BaseSampler, fraction: float, seed: int | None = None, after: int = 0) -> None:
         if not 0 <= fraction < 1:
             raise ValueError(f"fraction {fraction!r} is not in [0, 1)")
+        if after < 0:
+            raise ValueError(f"after {after!r} is negative")
         super().__init__(model)
         self.fraction = fraction
+        self.after = after
         self._seed = secrets.randbits(32) if seed is None else seed
         self._random = RandomSampler(seed=None if seed is None else (seed + 1) % 2**32)  # another stream than TPE's
 
     def is_random(self, trial: FrozenTrial) -> bool:
         """True if ``trial`` (by its number) is one of the trials proposed at random."""
+        if trial.number < self.after:
+            return False
         return bool(np.random.default_rng([self._seed, trial.number]).random() < self.fraction)
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
@@ -64,9 +72,9 @@ class RandomInterleaved(SamplerWrapper):
         self._random.reseed_rng()
 
 
-def interleaved(model: BaseSampler, fraction: float, seed: int | None) -> BaseSampler:
-    """``model`` with ``fraction`` of its trials proposed at random (``model`` itself for 0)."""
-    return model if fraction == 0 else RandomInterleaved(model, fraction, seed)
+def interleaved(model: BaseSampler, fraction: float, seed: int | None, after: int = 0) -> BaseSampler:
+    """``model`` with ``fraction`` of its trials from number ``after`` on proposed at random (``model`` for 0)."""
+    return model if fraction == 0 else RandomInterleaved(model, fraction, seed, after)
 
 
 __all__ = ["RandomInterleaved", "interleaved"]

@@ -47,14 +47,15 @@ def _wrapped(config: SweepConfig, model: Any) -> Any:
     """``model`` as the sweep file's search keys wrap it.
 
     ``search.match_budget``: shown trials compared at one budget (:mod:`hpo.search.matched`);
-    ``search.random_fraction``: that share of the trials proposed at random (:mod:`hpo.search.interleave`).
+    ``search.random_fraction``: that share of the trials proposed at random (:mod:`hpo.search.interleave`),
+    from trial ``search.random_after`` on.
     """
     from hpo.search.interleave import interleaved
     from hpo.search.matched import BudgetMatched
 
     if config.search.match_budget is not False:
         model = BudgetMatched(model)
-    return interleaved(model, config.search.random_fraction, config.search.seed)
+    return interleaved(model, config.search.random_fraction, config.search.seed, config.search.random_after)
 
 
 def _tpe(config: SweepConfig) -> Any:

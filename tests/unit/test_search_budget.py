@@ -283,6 +283,31 @@ def test_random_fraction_wraps_the_optuna_sampler(algorithm):
     assert not isinstance(build(sweep(algorithm=algorithm)), RandomInterleaved)  # 0: the model alone
 
 
+def test_random_after_only_with_a_random_fraction_of_a_model_based_sampler():
+    with pytest.raises(ConfigError) as info:
+        sweep(random_after=30)
+    assert str(info.value) == (
+        "s.yaml: search.random_after: only optuna-tpe and optuna-gp model their proposals (not random); "
+        "set search.algorithm: optuna-tpe, or remove it"
+    )
+    with pytest.raises(ConfigError) as info:
+        sweep(algorithm="optuna-tpe", random_after=30)
+    assert str(info.value) == (
+        "s.yaml: search.random_after: has no effect with search.random_fraction 0 (no trial is random); "
+        "set search.random_fraction, or remove it"
+    )
+    with pytest.raises(ConfigError, match="search.random_after"):
+        sweep(algorithm="optuna-tpe", random_fraction=0.5, random_after=-1)
+
+
+@pytest.mark.parametrize("algorithm", ["optuna-tpe", "optuna-gp"])
+def test_random_after_reaches_the_interleaving_sampler(algorithm):
+    build = kinds.searcher(algorithm).factory.resolve().sampler
+    sampler = build(sweep(algorithm=algorithm, random_fraction=0.5, random_after=30, seed=1))
+    assert (sampler.fraction, sampler.after) == (0.5, 30)
+    assert build(sweep(algorithm=algorithm, random_fraction=0.5, seed=1)).after == 0
+
+
 def test_match_budget_only_for_model_based_samplers():
     with pytest.raises(ConfigError) as info:
         sweep(match_budget=True)

@@ -10,8 +10,8 @@ from hpo.search.interleave import RandomInterleaved, interleaved
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def run(fraction: float, seed: int, trials: int = 80) -> tuple[optuna.Study, RandomInterleaved]:
-    sampler = RandomInterleaved(optuna.samplers.TPESampler(seed=seed, n_startup_trials=10), fraction, seed)
+def run(fraction: float, seed: int, trials: int = 80, after: int = 0) -> tuple[optuna.Study, RandomInterleaved]:
+    sampler = RandomInterleaved(optuna.samplers.TPESampler(seed=seed, n_startup_trials=10), fraction, seed, after)
     study = optuna.create_study(sampler=sampler)
     study.optimize(lambda trial: trial.suggest_float("x", 0.0, 1.0) ** 2, n_trials=trials)
     return study, sampler
@@ -60,3 +60,19 @@ def test_zero_is_the_model_itself_and_a_fraction_of_one_is_refused():
 def test_the_largest_seed_a_sweep_file_takes_works():
     study, _ = run(0.5, seed=2**32 - 1, trials=12)
     assert len(study.trials) == 12
+
+
+def test_no_trial_before_random_after_is_random_and_those_trials_are_the_models_own():
+    sampler = RandomInterleaved(optuna.samplers.TPESampler(seed=3), 0.5, seed=3, after=30)
+    assert not any(sampler.is_random(frozen(n)) for n in range(30))
+    plain = RandomInterleaved(optuna.samplers.TPESampler(seed=3), 0.5, seed=3)
+    later = range(30, 2030)
+    assert [sampler.is_random(frozen(n)) for n in later] == [plain.is_random(frozen(n)) for n in later]
+    assert 0.45 < sum(sampler.is_random(frozen(n)) for n in later) / 2000 < 0.55
+    # Up to trial 30 the sweep is the model's: the same proposals as TPE alone with the same seed.
+    delayed, _ = run(0.5, seed=5, trials=40, after=30)
+    alone = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=5, n_startup_trials=10))
+    alone.optimize(lambda trial: trial.suggest_float("x", 0.0, 1.0) ** 2, n_trials=30)
+    assert [t.params for t in delayed.trials[:30]] == [t.params for t in alone.trials]
+    with pytest.raises(ValueError, match="after -1 is negative"):
+        RandomInterleaved(optuna.samplers.TPESampler(seed=0), 0.5, after=-1)

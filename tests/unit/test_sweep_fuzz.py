@@ -20,7 +20,8 @@ from tests.conftest import ROOT, hpo_cli
 BASE = yaml.safe_load((ROOT / "search_spaces" / "digits_mlp.yaml").read_text())
 NUMERIC = [
     "search.num_samples", "search.max_concurrent", "search.seed", "search.repeats", "search.time_budget_s",
-    "search.max_trials", "search.startup_trials", "search.random_fraction", "scheduler.grace_period",
+    "search.max_trials", "search.startup_trials", "search.random_fraction", "search.random_after",
+    "scheduler.grace_period",
     "scheduler.reduction_factor", "scheduler.brackets",
     "scheduler.bootstrap_count", "trial.workers", "trial.cpus_per_worker", "trial.gpus_per_worker",
     "trial.max_epochs", "trial.batch_size_per_worker", "trial.learning_rate", "trial.reference_batch_size",
@@ -97,6 +98,8 @@ CROSS = {  # settings valid one by one, not together: (dotted key → value), th
     "random fraction with random": ({"search.algorithm": "random", "search.random_fraction": 0.2},
                                     "search.random_fraction"),
     "match budget with random": ({"search.algorithm": "random", "search.match_budget": True}, "search.match_budget"),
+    "random after without a fraction": ({"search.algorithm": "optuna-tpe", "search.random_after": 30},
+                                        "search.random_after"),
     "max_trials not a multiple": ({"search.repeats": 2, "search.max_trials": 3}, "search.max_trials"),
     "objective not logged": ({"objective.metric": "val_auc"}, "objective.metric"),
     "unknown metric": ({"trial.metrics": ["accuracyy"]}, "trial.metrics"),
