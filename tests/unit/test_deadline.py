@@ -288,7 +288,8 @@ def test_a_deadline_is_a_duration_from_now_or_a_time_and_only_hpo_tune_takes_one
     with pytest.raises(ConfigError, match=r"--deadline: .* has passed"):
         deadline_at(tmp_path, passed)
     assert deadline_at(tmp_path, passed, passed_ok=True) == 978_307_200.0  # a queued sweep that waited past it
-    assert deadline_at(tmp_path, iso(1_796_018_400.0)) == 1_796_018_400.0  # what submit hands the job
+    future = 4_102_444_800.0  # 2100-01-01: a time to come whenever the test runs
+    assert deadline_at(tmp_path, iso(future)) == future  # what submit hands the job
 
 
 def test_run_options_refuse_a_deadline_that_is_no_time(tmp_path):

@@ -296,7 +296,7 @@ def test_random_after_only_with_a_random_fraction_of_a_model_based_sampler():
         "s.yaml: search.random_after: has no effect with search.random_fraction 0 (no trial is random); "
         "set search.random_fraction, or remove it"
     )
-    with pytest.raises(ConfigError, match="search.random_after"):
+    with pytest.raises(ConfigError, match=r"search\.random_after"):
         sweep(algorithm="optuna-tpe", random_fraction=0.5, random_after=-1)
 
 
