@@ -263,11 +263,12 @@ def test_summary_goal_with_repeats_takes_the_configurations_mean():
     assert goal_status(config, rows[:2] + rows[4:]).reached is False
 
 
-def test_random_fraction_only_for_model_based_samplers():
+@pytest.mark.parametrize(("key", "value"), [("random_fraction", 0.3), ("random_after", 30)])
+def test_random_trial_keys_only_for_model_based_samplers(key, value):
     with pytest.raises(ConfigError) as info:
-        sweep(random_fraction=0.3)
+        sweep(**{key: value})
     assert str(info.value) == (
-        "s.yaml: search.random_fraction: only optuna-tpe and optuna-gp model their proposals (not random); "
+        f"s.yaml: search.{key}: only optuna-tpe and optuna-gp model their proposals (not random); "
         "set search.algorithm: optuna-tpe, or remove it"
     )
 
@@ -283,13 +284,7 @@ def test_random_fraction_wraps_the_optuna_sampler(algorithm):
     assert not isinstance(build(sweep(algorithm=algorithm)), RandomInterleaved)  # 0: the model alone
 
 
-def test_random_after_only_with_a_random_fraction_of_a_model_based_sampler():
-    with pytest.raises(ConfigError) as info:
-        sweep(random_after=30)
-    assert str(info.value) == (
-        "s.yaml: search.random_after: only optuna-tpe and optuna-gp model their proposals (not random); "
-        "set search.algorithm: optuna-tpe, or remove it"
-    )
+def test_random_after_only_with_a_random_fraction():
     with pytest.raises(ConfigError) as info:
         sweep(algorithm="optuna-tpe", random_after=30)
     assert str(info.value) == (
