@@ -132,16 +132,17 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     startup, bootstrap, reduction = (
         (optuna_startup, fields["bootstrap_count"].default, fields["reduction_factor"].default)
         if args.hpo_defaults else (args.startup_trials, args.bootstrap_count, 3))
-    random_fraction = (args.random_fraction if args.random_fraction is not None
-                       else SearchConfig.model_fields["random_fraction"].default)
+    search = SearchConfig(algorithm=searcher)  # what hpo resolves the unset keys to for that searcher
+    random_fraction = args.random_fraction if args.random_fraction is not None else search.random_share
+    random_after: int | None = search.random_start
     if not searcher.startswith("optuna"):
-        startup = random_fraction = None  # random search has no model to start or to interleave with
+        startup = random_fraction = random_after = None  # random search has no model to start or to interleave with
     return {
         "searcher": searcher, "trials": args.trials, "tpe_trials": args.tpe_trials, "max_epochs": args.epochs,
         "tpe_startup_trials": startup, "validation_fraction": args.validation_fraction,
         "asha_bootstrap_count": bootstrap, "asha_reduction_factor": reduction, "tpe_seed_offset": SEED_OFFSET,
         "conditional_space": args.conditional, "hpo_defaults": args.hpo_defaults,
-        "tpe_random_fraction": random_fraction,
+        "tpe_random_fraction": random_fraction, "tpe_random_after": random_after,
         # None: on for TPE and GP (hpo.search.searchers); the sweep files here never set it
         "tpe_match_budget": SearchConfig.model_fields["match_budget"].default is not False
         and searcher.startswith("optuna"),
@@ -177,7 +178,8 @@ def merge(paths: list[str], out: str) -> None:
     for run in runs:
         run.setdefault("searcher", MODEL_SEARCHER)  # every run before the key was recorded modelled with TPE
         run.setdefault("tpe_random_fraction", 0.0 if run["searcher"].startswith("optuna") else None)  # the default then
-    keys = ("searcher", "tpe_random_fraction", *keys)
+        run.setdefault("tpe_random_after", 0 if run["searcher"].startswith("optuna") else None)  # before the key
+    keys = ("searcher", "tpe_random_fraction", "tpe_random_after", *keys)
     for run, path in zip(runs[1:], paths[1:], strict=True):
         differ = [k for k in keys if run.get(k) != runs[0].get(k)]
         if differ:

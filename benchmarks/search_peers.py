@@ -753,11 +753,11 @@ def hpo_defaults() -> dict[str, Any]:
     from hpo.config.sections import SchedulerConfig, SearchConfig
 
     search, scheduler = SearchConfig(), SchedulerConfig()
-    defaults = {"searcher": search.algorithm, "random_fraction": search.random_fraction,
+    defaults = {"searcher": search.algorithm, "random_fraction": search.random_share,
                 "match_budget": search.match_budget is not False, "scheduler": scheduler.type,
                 "grace_period": scheduler.grace_period, "reduction_factor": scheduler.reduction_factor}
-    if search.random_after:  # recorded once it is set: runs from before the key read the same as runs of 0
-        defaults["random_after"] = search.random_after
+    if search.random_start:  # recorded once it is set: runs from before the key read the same as runs of 0
+        defaults["random_after"] = search.random_start
     return defaults
 
 

@@ -157,7 +157,7 @@ def _check_search(config: SweepConfig) -> None:
             f"would run fewer repeats than asked; use a multiple of {search.repeats}",
         )
     if search.kind.startup_trials:
-        if search.random_after and not search.random_fraction:
+        if search.random_after and not search.random_share:
             raise KeyedError("search.random_after", "has no effect with search.random_fraction 0 (no trial is random); "
                                                     "set search.random_fraction, or remove it")
         return

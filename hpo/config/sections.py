@@ -204,11 +204,13 @@ class SearchConfig(FrozenModel):
     #: Random trials before TPE / GP start modelling (Optuna's ``n_startup_trials``); None: Optuna's 10.
     startup_trials: int | None = Field(default=None, ge=1, le=INT_MAX, strict=True)
     #: TPE / GP only: the share of trials proposed at random instead of by the model (BOHB's
-    #: ``random_fraction``, SMAC's random interleaving); 0: every trial after the start-up ones is modelled.
-    random_fraction: float = Field(default=0.0, ge=0, lt=1, strict=True)
+    #: ``random_fraction``, SMAC's random interleaving); 0: every trial after the start-up ones is modelled;
+    #: None: the searcher's default (:attr:`hpo.kinds.SearcherKind.random_fraction`; :attr:`random_share`).
+    random_fraction: float | None = Field(default=None, ge=0, lt=1, strict=True)
     #: TPE / GP only: the first this many trials are never proposed at random (``random_fraction`` applies
-    #: from trial number ``random_after`` on), so a short sweep is the model's alone; 0: from the first trial.
-    random_after: int = Field(default=0, ge=0, le=INT_MAX, strict=True)
+    #: from trial number ``random_after`` on), so a short sweep is the model's alone; 0: from the first trial;
+    #: None: the searcher's default (:attr:`hpo.kinds.SearcherKind.random_after`; :attr:`random_start`).
+    random_after: int | None = Field(default=None, ge=0, le=INT_MAX, strict=True)
     #: TPE / GP only: the model learns from the trials compared at one budget, the largest epoch enough trials
     #: reached (as BOHB), not from finished trials ranked above stopped ones (:mod:`hpo.search.matched`);
     #: None: on for TPE and GP (chosen on the search benchmark, docs/search-benchmark.md), false: Optuna's own ranking.
@@ -225,6 +227,16 @@ class SearchConfig(FrozenModel):
     def kind(self) -> kinds.SearcherKind:
         """What the algorithm is (:class:`hpo.kinds.SearcherKind`)."""
         return kinds.searcher(self.algorithm)
+
+    @property
+    def random_share(self) -> float:
+        """The share of trials proposed at random: ``random_fraction``, else the searcher's default."""
+        return self.kind.random_fraction if self.random_fraction is None else self.random_fraction
+
+    @property
+    def random_start(self) -> int:
+        """The first trial number that may be random: ``random_after``, else the searcher's default."""
+        return self.kind.random_after if self.random_after is None else self.random_after
 
 
 class SchedulerConfig(FrozenModel):

@@ -48,14 +48,14 @@ def _wrapped(config: SweepConfig, model: Any) -> Any:
 
     ``search.match_budget``: shown trials compared at one budget (:mod:`hpo.search.matched`);
     ``search.random_fraction``: that share of the trials proposed at random (:mod:`hpo.search.interleave`),
-    from trial ``search.random_after`` on.
+    from trial ``search.random_after`` on (the searcher's defaults where unset).
     """
     from hpo.search.interleave import interleaved
     from hpo.search.matched import BudgetMatched
 
     if config.search.match_budget is not False:
         model = BudgetMatched(model)
-    return interleaved(model, config.search.random_fraction, config.search.seed, config.search.random_after)
+    return interleaved(model, config.search.random_share, config.search.seed, config.search.random_start)
 
 
 def _tpe(config: SweepConfig) -> Any:

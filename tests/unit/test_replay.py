@@ -164,11 +164,11 @@ def test_the_same_seed_replays_the_same_sweep():
 def test_random_proposals_among_tpes_replay_the_same_and_change_the_sweep():
     t = table(configs=40, epochs=4)
     interleaved = sweep("optuna-tpe", "asha", samples=30, concurrent=2, epochs=4, search__startup_trials=3,
-                        search__random_fraction=0.5)
+                        search__random_fraction=0.5, search__random_after=0)
     first, again = replay_sweep(interleaved, t), replay_sweep(interleaved, t)
     assert first == again and len(first.trials) == 30
     alone = replay_sweep(sweep("optuna-tpe", "asha", samples=30, concurrent=2, epochs=4,
-                               search__startup_trials=3), t)
+                               search__startup_trials=3, search__random_fraction=0.0), t)
     assert [x.config_id for x in first.trials] != [x.config_id for x in alone.trials]
 
 

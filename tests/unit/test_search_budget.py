@@ -47,10 +47,10 @@ def test_startup_trials_only_for_model_based_samplers():
 
 @pytest.mark.parametrize("algorithm", ["optuna-tpe", "optuna-gp"])
 def test_startup_trials_reach_the_optuna_sampler(algorithm):
-    config = sweep(algorithm=algorithm, startup_trials=3, seed=1)
+    config = sweep(algorithm=algorithm, startup_trials=3, random_fraction=0.0, seed=1)
     sampler = kinds.searcher(algorithm).factory.resolve().sampler
     assert sampler(config).model._n_startup_trials == 3  # the model inside BudgetMatched
-    assert sampler(sweep(algorithm=algorithm)).model._n_startup_trials == 10  # Optuna's default
+    assert sampler(sweep(algorithm=algorithm, random_fraction=0.0)).model._n_startup_trials == 10  # Optuna's
 
 
 def test_capped_grid_hands_out_at_most_max_trials():
@@ -281,12 +281,23 @@ def test_random_fraction_wraps_the_optuna_sampler(algorithm):
     sampler = build(sweep(algorithm=algorithm, startup_trials=3, random_fraction=0.25, seed=1))
     assert isinstance(sampler, RandomInterleaved)
     assert sampler.fraction == 0.25 and sampler.model.model._n_startup_trials == 3  # TPE in BudgetMatched
-    assert not isinstance(build(sweep(algorithm=algorithm)), RandomInterleaved)  # 0: the model alone
+    assert not isinstance(build(sweep(algorithm=algorithm, random_fraction=0.0)), RandomInterleaved)  # the model alone
+
+
+def test_tpe_has_half_its_trials_random_from_trial_60_unless_told_and_gp_none():
+    tpe = sweep(algorithm="optuna-tpe").search
+    assert (tpe.random_fraction, tpe.random_after, tpe.random_share, tpe.random_start) == (None, None, 0.5, 60)
+    gp, random = sweep(algorithm="optuna-gp").search, sweep().search  # neither judged with one, or no model
+    assert (gp.random_share, random.random_share) == (0.0, 0.0)
+    sampler = kinds.searcher("optuna-tpe").factory.resolve().sampler(sweep(algorithm="optuna-tpe", seed=1))
+    assert (sampler.fraction, sampler.after) == (0.5, 60)
+    told = sweep(algorithm="optuna-tpe", random_fraction=0.25, random_after=0).search
+    assert (told.random_share, told.random_start) == (0.25, 0)
 
 
 def test_random_after_only_with_a_random_fraction():
     with pytest.raises(ConfigError) as info:
-        sweep(algorithm="optuna-tpe", random_after=30)
+        sweep(algorithm="optuna-tpe", random_fraction=0.0, random_after=30)
     assert str(info.value) == (
         "s.yaml: search.random_after: has no effect with search.random_fraction 0 (no trial is random); "
         "set search.random_fraction, or remove it"
@@ -300,7 +311,7 @@ def test_random_after_reaches_the_interleaving_sampler(algorithm):
     build = kinds.searcher(algorithm).factory.resolve().sampler
     sampler = build(sweep(algorithm=algorithm, random_fraction=0.5, random_after=30, seed=1))
     assert (sampler.fraction, sampler.after) == (0.5, 30)
-    assert build(sweep(algorithm=algorithm, random_fraction=0.5, seed=1)).after == 0
+    assert build(sweep(algorithm=algorithm, random_fraction=0.5, random_after=0, seed=1)).after == 0
 
 
 def test_match_budget_only_for_model_based_samplers():
@@ -319,10 +330,11 @@ def test_match_budget_shows_the_model_trials_compared_at_one_budget(algorithm):
     from hpo.search.matched import BudgetMatched
 
     build = kinds.searcher(algorithm).factory.resolve().sampler
-    sampler = build(sweep(algorithm=algorithm, startup_trials=3, match_budget=True, seed=1))
+    sampler = build(sweep(algorithm=algorithm, startup_trials=3, match_budget=True, random_fraction=0.0, seed=1))
     assert isinstance(sampler, BudgetMatched) and sampler.model._n_startup_trials == 3
     both = build(sweep(algorithm=algorithm, match_budget=True, random_fraction=0.25, seed=1))
     assert isinstance(both, RandomInterleaved) and isinstance(both.model, BudgetMatched)  # random ones stay random
-    assert isinstance(build(sweep(algorithm=algorithm)), BudgetMatched)  # the default
-    assert not isinstance(build(sweep(algorithm=algorithm, match_budget=False)), BudgetMatched)
+    default = build(sweep(algorithm=algorithm))  # TPE's random share wraps the matched model
+    assert isinstance(default.model if algorithm == "optuna-tpe" else default, BudgetMatched)
+    assert not isinstance(build(sweep(algorithm=algorithm, match_budget=False, random_fraction=0.0)), BudgetMatched)
     assert isinstance(build(sweep(algorithm=algorithm, random_fraction=0.25)).model, BudgetMatched)

@@ -214,7 +214,7 @@ def test_a_run_records_what_hpo_meant_and_merge_refuses_runs_of_other_defaults(t
 
     now = bench.hpo_defaults()
     assert now["searcher"] == kinds.DEFAULT_SEARCHER and now["scheduler"] == kinds.DEFAULT_SCHEDULER
-    assert (now["random_fraction"], now["match_budget"]) == (0.0, True)
+    assert (now["random_fraction"], now["random_after"], now["match_budget"]) == (0.5, 60, True)
 
     def run(name, **defaults):
         report = {"benchmark": "search_peers", "answers": "surrogate", "noise_clip": "neighbours",
