@@ -238,6 +238,25 @@ class SearchConfig(FrozenModel):
         """The first trial number that may be random: ``random_after``, else the searcher's default."""
         return self.kind.random_after if self.random_after is None else self.random_after
 
+    @property
+    def budget_matched(self) -> bool:
+        """True where the model learns from trials compared at one budget (``match_budget``, on where unset).
+
+        False for a searcher that does not model its proposals (random, grid).
+        """
+        return self.kind.startup_trials and self.match_budget is not False
+
+    def resolved(self) -> dict[str, Any]:
+        """The keys a sweep file may leave to the searcher, as this sweep runs them (what MLflow logs).
+
+        ``random_fraction``, ``random_after`` and ``match_budget`` of a searcher that models its proposals, with
+        the searcher's defaults filled in; a searcher that does not keeps them as the file has them (unset).
+        """
+        if not self.kind.startup_trials:
+            return {}
+        return {"random_fraction": self.random_share, "random_after": self.random_start,
+                "match_budget": self.budget_matched}
+
 
 class SchedulerConfig(FrozenModel):
     """The early-stopping scheduler (ASHA by default)."""

@@ -53,7 +53,7 @@ def _wrapped(config: SweepConfig, model: Any) -> Any:
     from hpo.search.interleave import interleaved
     from hpo.search.matched import BudgetMatched
 
-    if config.search.match_budget is not False:
+    if config.search.budget_matched:
         model = BudgetMatched(model)
     return interleaved(model, config.search.random_share, config.search.seed, config.search.random_start)
 

@@ -245,11 +245,17 @@ class MlflowTracker:
 
 
 def flat_params(config: SweepConfig) -> dict[str, Any]:
-    """The sweep's settings as flat ``section.key`` MLflow params (the space is logged as one JSON)."""
+    """The sweep's settings as flat ``section.key`` MLflow params (the space is logged as one JSON).
+
+    The search keys a sweep file may leave to its searcher are logged as they run
+    (:meth:`hpo.config.sections.SearchConfig.resolved`).
+    """
     out: dict[str, Any] = {"model": config.model, "space": json.dumps(config.model_dump()["space"])}
     for section in ("data", "objective", "search", "scheduler", "trial"):
         for key, value in getattr(config, section).model_dump().items():
             out[f"{section}.{key}"] = value
+    # What the searcher runs where the file leaves a key to it (TPE with random_fraction unset logs 0.5, not None).
+    out.update({f"search.{key}": value for key, value in config.search.resolved().items()})
     return out
 
 

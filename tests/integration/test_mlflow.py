@@ -193,6 +193,8 @@ def test_parent_run_holds_sweep_settings_file_commit_and_best(server_sweep, clie
     assert tags["hpo.searcher"] == "optuna-tpe" and tags["hpo.scheduler"] == "asha"
     assert tags["hpo.objective"] == "val_accuracy (max)"
     assert params["objective.metric"] == "val_accuracy" and params["search.algorithm"] == "optuna-tpe"
+    # the sweep file leaves these to TPE: logged as it runs them
+    assert (params["search.random_fraction"], params["search.random_after"]) == ("0.5", "60")
     assert tags["mlflow.source.git.commit"] == server_sweep["commit"] == tags["hpo.git_commit"]
     assert tags["hpo.git_dirty"] == "false"
     best = summary["best"]

@@ -295,6 +295,20 @@ def test_tpe_has_half_its_trials_random_from_trial_60_unless_told_and_gp_none():
     assert (told.random_share, told.random_start) == (0.25, 0)
 
 
+def test_mlflow_params_name_the_random_share_and_matching_the_searcher_runs():
+    from hpo.tracking.sweep_tracker import flat_params
+
+    params = flat_params(sweep(algorithm="optuna-tpe"))  # the file leaves all three to TPE
+    assert (params["search.random_fraction"], params["search.random_after"], params["search.match_budget"]) == (
+        0.5, 60, True)
+    told = flat_params(sweep(algorithm="optuna-gp", random_fraction=0.25, match_budget=False))
+    assert (told["search.random_fraction"], told["search.random_after"], told["search.match_budget"]) == (
+        0.25, 0, False)
+    plain = flat_params(sweep())  # random search has none of them: logged as the file has them
+    assert (plain["search.random_fraction"], plain["search.random_after"], plain["search.match_budget"]) == (
+        None, None, None)
+
+
 def test_random_after_only_with_a_random_fraction():
     with pytest.raises(ConfigError) as info:
         sweep(algorithm="optuna-tpe", random_fraction=0.0, random_after=30)
