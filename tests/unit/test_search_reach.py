@@ -38,7 +38,8 @@ def test_the_present_defaults_are_found_as_hpo_or_as_their_variant_column(bench)
     before = {"hpo_defaults": {"random_fraction": 0.0}, "variants": "rf50a90:search.random_fraction=0.5,"
               "search.random_after=90;rf50a60:search.random_fraction=0.5,search.random_after=60"}
     assert bench.present_column(before) == "rf50a60"
-    assert bench.present_column({"hpo_defaults": {"random_fraction": 0.0}, "variants": "rf50:search.random_fraction=0.5"}) is None
+    other = {"hpo_defaults": {"random_fraction": 0.0}, "variants": "rf50:search.random_fraction=0.5"}
+    assert bench.present_column(other) is None
 
 
 def test_cells_count_the_lowest_median_of_any_method_and_leave_out_few_seeds_and_other_answers(bench, tmp_path):
