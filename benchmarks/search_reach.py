@@ -3,12 +3,13 @@
 The search benchmark's first figure is the median over seeds of epochs to random + FIFO's final best B, as a
 share of the budget, with a target of at most 0.25 on every table (task × trials at once: a cell). This reads
 every ``search_peers`` result in ``benchmarks/results/`` whose answers are the surrogate's with the neighbours'
-clip (the answers of every run since it came in; earlier files are left out, their answers differ), and for
-each cell lists every method any of them ran there over at least ``--min-seeds`` seeds (20), hpo's settings and
-peers alike: its median, the median's 95 % interval (bootstrap, as the result file has it) and the seeds. It
-writes, per cell, the lowest median and who had it, and the present defaults' median, then counts the cells where the present defaults, and where
-any method, meet the target, and the cells where every method's interval lies above it (no method can be
-said to reach it even within the noise); per method, the cells it ran and met the target on.
+clip (the answers of every run since it came in; earlier files are left out, their answers differ), and for each
+cell lists every method any of them ran there over at least ``--min-seeds`` seeds (20), hpo's settings and peers
+alike: its median, the median's 95 % interval (bootstrap, as the result file has it) and the seeds. It writes,
+per cell, the lowest median and who had it, and the present defaults' median, then counts the cells where the
+present defaults, and where any method, meet the target, and the cells where every method's interval lies above
+it (no method can be said to reach it even within the noise); per method, the cells it ran and met the target
+on.
 
 The present defaults' column is the one whose setting is theirs: ``hpo`` in a file run with them, or the
 ``--variants`` column of the same setting in a file run with the defaults before.
