@@ -111,6 +111,23 @@ def ensure_ray_token(ray_cli: str) -> None:
         subprocess.run([ray_cli, "get-auth-token", "--generate"], check=True, capture_output=True, timeout=60)
 
 
+def benchmark_script(path: str, name: str) -> Any:
+    """The benchmark script ``path`` (under the repository root) imported as module ``name``.
+
+    ``benchmarks/`` goes on ``sys.path`` (the scripts import their ``_report`` helper) and the module into
+    ``sys.modules`` (dataclasses look their module up).
+    """
+    import importlib.util
+
+    if str(ROOT / "benchmarks") not in sys.path:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(name, ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def base_sweep(**changes: Any) -> dict[str, Any]:
     """A small valid sweep as a mapping; ``changes`` replace top-level sections."""
     sweep: dict[str, Any] = {

@@ -3,26 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 import hpo
 from hpo.config.sections import SchedulerConfig, SearchConfig
+from tests.conftest import benchmark_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # its _report helper
-    spec = importlib.util.spec_from_file_location("search_bench", ROOT / "benchmarks" / "search.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("benchmarks/search.py", "search_bench")
 
 
 def test_hpo_defaults_leave_the_searcher_and_the_schedulers_settings_to_hpo(bench):

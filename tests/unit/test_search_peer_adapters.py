@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -14,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import benchmark_script
 from tests.unit.test_replay import table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,11 +24,7 @@ SYNE_GP_PYTHON = Path(os.environ.get("HPO_SYNE_GP_PYTHON", ROOT / "benchmarks" /
 
 
 def adapters():
-    spec = importlib.util.spec_from_file_location("peer_adapters", ADAPTERS)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["peer_adapters"] = module
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script(str(ADAPTERS.relative_to(ROOT)), "peer_adapters")
 
 
 def test_answers_name_the_surrogate_with_its_clip_or_the_nearest_recorded_curve():
@@ -106,10 +102,7 @@ def test_the_gp_peers_run_by_their_own_script_and_outside_the_default_methods():
 
 
 def search_peers():
-    spec = importlib.util.spec_from_file_location("search_peers_bench", ROOT / "benchmarks" / "search_peers.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("benchmarks/search_peers.py", "search_peers_bench")
 
 
 def test_the_peer_cache_answers_the_seeds_it_keeps_and_keys_them_by_table_and_settings(tmp_path):

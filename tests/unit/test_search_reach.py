@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import benchmark_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # its _report helper
-    spec = importlib.util.spec_from_file_location("search_reach", ROOT / "benchmarks" / "search_reach.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("benchmarks/search_reach.py", "search_reach")
 
 
 def _method(ratios: list[float | None], median: float | None, ci: list[float | None]) -> dict:

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 
 from hpo import compat
+from tests.conftest import benchmark_script
 
 ROOT = Path(__file__).resolve().parents[2]
 BRACKET = dict(min_t=1, max_t=20, reduction_factor=2, s=0, stop_last_trials=True)
 
 
 def screen():
-    spec = importlib.util.spec_from_file_location("search_screen_rungs", ROOT / "benchmarks" / "search_screen_rungs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("benchmarks/search_screen_rungs.py", "search_screen_rungs")
 
 
 def rung(bracket, milestone):

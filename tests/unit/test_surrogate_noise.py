@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from hpo.replay import Curve, CurveTable, ReplayedTrial, Surrogate, Task
+from tests.conftest import benchmark_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SPACE = {"learning_rate": {"type": "float", "low": 0.001, "high": 0.1, "log": True}}
 
 
 def script():
-    spec = importlib.util.spec_from_file_location("surrogate_noise", ROOT / "benchmarks" / "surrogate_noise.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("benchmarks/surrogate_noise.py", "surrogate_noise")
 
 
 def spiky() -> CurveTable:
