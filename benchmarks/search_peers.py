@@ -754,7 +754,7 @@ def hpo_defaults() -> dict[str, Any]:
 
     search, scheduler = SearchConfig(), SchedulerConfig()
     defaults = {"searcher": search.algorithm, "random_fraction": search.random_share,
-                "match_budget": search.match_budget is not False, "scheduler": scheduler.type,
+                "match_budget": search.budget_matched, "scheduler": scheduler.type,
                 "grace_period": scheduler.grace_period, "reduction_factor": scheduler.reduction_factor}
     if search.random_start:  # recorded once it is set: runs from before the key read the same as runs of 0
         defaults["random_after"] = search.random_start
